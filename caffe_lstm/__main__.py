@@ -1,0 +1,5 @@
+"""``python -m caffe_lstm`` is the ``caffe-lstm`` command."""
+
+from caffe_lstm.cli import main
+
+main()

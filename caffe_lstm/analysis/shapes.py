@@ -1,0 +1,67 @@
+"""Shape inference: one walk over the nodes in order, calling each op's ``infer`` facet.
+
+It also gives every node the weight values its op expects (named, shaped, without data until
+weights are attached), so ``inspect`` can show parameter shapes without a caffemodel.
+"""
+
+from __future__ import annotations
+
+from caffe_lstm.errors import CaffeLstmError, ShapeError
+from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ops import get_op
+
+
+def infer_shapes(graph: Graph) -> Graph:
+    """Sets ``shape`` on every value of ``graph`` and creates missing weight values.
+
+    Raises:
+        ShapeError: a net input without a shape, or a layer that rejects its bottoms.
+    """
+    for value in graph.inputs:
+        _check_input_shape(value)
+    for node in graph.nodes:
+        _infer_node(node)
+    return graph
+
+
+def _check_input_shape(value: Value) -> None:
+    if value.shape is None:
+        raise ShapeError(f"net input '{value.name}' has no shape", "",
+                         "give it a shape in the prototxt (an Input layer's input_param)")
+    if any(dim < 0 for dim in value.shape):
+        raise ShapeError(f"net input '{value.name}' has a negative dim {value.shape}", "",
+                         "fix the input shape in the prototxt")
+
+
+def _infer_node(node: Node) -> None:
+    op = get_op(node.op)
+    shapes = [value.shape for value in node.inputs]
+    if any(shape is None for shape in shapes):
+        missing = [v.name for v in node.inputs if v.shape is None]
+        raise ShapeError(f"bottom {missing[0]} has no known shape", node.label, "")
+    try:
+        out_shapes = op.infer(node, *shapes)
+        expected = op.blobs(node, *shapes)
+    except CaffeLstmError:
+        raise
+    except Exception as exc:
+        # A bug, not a user error: keep the traceback, but say which node it was.
+        exc.add_note(f"while inferring shapes of {node.name} ({node.op})")
+        raise
+    for value, shape in zip(node.outputs, out_shapes):
+        value.shape = tuple(int(d) for d in shape)
+    _ensure_weights(node, expected)
+
+
+def _ensure_weights(node: Node, expected: tuple[tuple[str, tuple[int, ...]], ...]) -> None:
+    if not node.weights:
+        node.weights = [
+            Value(f"{node.name}/{name}", tuple(shape), is_weight=True) for name, shape in expected
+        ]
+        return
+    for value, (_, shape) in zip(node.weights, expected):
+        if value.data is not None and tuple(value.data.shape) != tuple(shape):
+            raise ShapeError(
+                f"blob '{value.name}' has shape {tuple(value.data.shape)}, the bottoms need "
+                f"{tuple(shape)}", node.label, "check the input shapes against the weights")
+        value.shape = tuple(shape)

@@ -1,0 +1,76 @@
+"""The numpy executor: the reference backend, a walk over the nodes calling ``numpy`` facets."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from caffe_lstm.errors import CaffeLstmError, ExecutionError, ModelLoadError
+from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ops import get_op
+
+
+class NumpyExecutor:
+    """Runs a shaped graph with weights attached.
+
+    Args:
+        graph: the graph, after ``infer_shapes`` and with weight data attached.
+    """
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+
+    def run(
+        self, feeds: Mapping[str, np.ndarray], intermediate: bool = False
+    ) -> dict[str, np.ndarray]:
+        """Executes the graph.
+
+        Args:
+            feeds: one array per net input, by name.
+            intermediate: return every value instead of only the net outputs.
+
+        Returns:
+            Arrays by value name.
+        """
+        env: dict[int, np.ndarray] = {}
+        for value in self.graph.inputs:
+            env[id(value)] = self._feed(value, feeds)
+        for node in self.graph.nodes:
+            self._run_node(node, env)
+        wanted = list(self.graph.values()) if intermediate else self.graph.outputs
+        return {v.name: env[id(v)] for v in wanted if id(v) in env}
+
+    @staticmethod
+    def _feed(value: Value, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        if value.name not in feeds:
+            raise ModelLoadError(
+                f"no array for net input '{value.name}'",
+                "the inputs",
+                f"add '{value.name}' with shape {value.shape} to the .npz",
+            )
+        return np.asarray(feeds[value.name], dtype=np.float32)
+
+    def _run_node(self, node: Node, env: dict[int, np.ndarray]) -> None:
+        args = [env[id(v)] for v in node.inputs] + [_weight(node, w) for w in node.weights]
+        try:
+            results = get_op(node.op).numpy(node, *args)
+        except CaffeLstmError as exc:
+            raise ExecutionError(f"while executing {node.name} ({node.op}): {exc.what}",
+                                 exc.where, exc.hint) from exc
+        except Exception as exc:
+            # A bug, not a user error: keep the traceback, but say which node was running.
+            exc.add_note(f"while executing {node.name} ({node.op})")
+            raise
+        for value, array in zip(node.outputs, results):
+            env[id(value)] = np.asarray(array, dtype=np.float32)
+
+
+def _weight(node: Node, value: Value) -> np.ndarray:
+    if value.data is None:
+        raise ModelLoadError(
+            f"no weights for blob '{value.name}' {value.shape}",
+            node.label,
+            "pass the trained weights with -w/--weights W.caffemodel",
+        )
+    return value.data

@@ -1,0 +1,50 @@
+"""The ``caffe-lstm`` command line: a thin layer over the library (see ../shared/spec/cli.md)."""
+
+from __future__ import annotations
+
+import click
+
+from caffe_lstm.cli.options import AppState
+from caffe_lstm.errors import CaffeLstmError
+
+
+class UserError(click.ClickException):
+    """A CaffeLstmError on its way out: one ``error:`` line on stderr, exit status 1."""
+
+    exit_code = 1
+
+    def show(self, file=None) -> None:
+        click.echo(f"error: {self.message}", err=True, file=file)
+
+
+class _Group(click.Group):
+    """Turns the library's user errors into UserError unless --debug asks for the traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except CaffeLstmError as exc:
+            if isinstance(ctx.obj, AppState) and ctx.obj.debug:
+                raise
+            raise UserError(exc.line()) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More detail (repeatable).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
+@click.option("--debug", is_flag=True, help="Show the traceback of errors.")
+@click.version_option(package_name="caffe-lstm")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:
+    """Convert Caffe nets with LSTM/RNN layers: inspect them and run them with numpy."""
+    ctx.obj = AppState(verbose=verbose, quiet=quiet, debug=debug)
+
+
+def main() -> None:
+    """Console entry point."""
+    cli(prog_name="caffe-lstm")
+
+
+# Each import registers one command on `cli`.
+from caffe_lstm.cli import inspect as _inspect  # noqa: E402,F401
+from caffe_lstm.cli import run as _run  # noqa: E402,F401

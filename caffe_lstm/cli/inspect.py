@@ -1,0 +1,54 @@
+"""``caffe-lstm inspect``: layers, shapes, inputs, outputs and recurrent layers of a net."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from caffe_lstm.cli import cli
+from caffe_lstm.cli.options import (AppState, load, net_argument, pass_state, selection_options,
+                                    weights_option)
+from caffe_lstm.ir.summary import summarize
+
+
+@cli.command()
+@net_argument
+@weights_option(required=False)
+@selection_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@pass_state
+def inspect(state: AppState, net: Path, weights: Path | None, outputs: str, phase: str,
+            stages: tuple[str, ...], as_json: bool) -> None:
+    """Show the layers with their output and parameter shapes, the inputs and the outputs."""
+    loaded = load(net, weights, outputs, phase, stages)
+    summary = summarize(loaded.graph)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo("\n".join(_text(summary, loaded.missing_weights, weights is not None)))
+
+
+def _text(summary: dict, missing: list[str], have_weights: bool) -> list[str]:
+    lines = ["inputs:"] + [f"  {name}  {_dims(s)}" for name, s in summary["inputs"].items()]
+    lines += ["outputs:"] + [f"  {name}  {_dims(s)}" for name, s in summary["outputs"].items()]
+    lines += ["layers:"] + [_layer_line(layer) for layer in summary["layers"]]
+    recurrent = summary["recurrent"]
+    lines.append(f"recurrent layers: {', '.join(recurrent) if recurrent else 'none'}")
+    if have_weights and missing:
+        lines.append(f"layers without weights in the caffemodel: {', '.join(missing)}")
+    return lines
+
+
+def _layer_line(layer: dict) -> str:
+    shapes = ", ".join(_dims(s) for s in layer["shapes"])
+    text = (f"  {layer['name']} ({layer['type']}): {', '.join(layer['bottoms']) or '-'} -> "
+            f"{', '.join(layer['tops']) or '-'}  {shapes}")
+    if layer["blobs"]:
+        text += "  blobs " + ", ".join(_dims(s) for s in layer["blobs"])
+    return text
+
+
+def _dims(shape: list[int] | None) -> str:
+    return "?" if shape is None else "(" + ", ".join(str(d) for d in shape) + ")"

@@ -1,0 +1,63 @@
+"""Input arrays for a run: checked user feeds, or seeded random ones that fit each input."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from caffe_lstm.analysis.shapes import infer_shapes
+from caffe_lstm.errors import ModelLoadError
+from caffe_lstm.ir.graph import Graph, Value
+
+# (layer type, bottom index) pairs that read a sequence-continuation indicator.
+_CONT_BOTTOMS = {("LSTM", 1), ("RNN", 1), ("Lstm", 1)}
+
+
+def random_feeds(graph: Graph, seed: int) -> dict[str, np.ndarray]:
+    """Seeded inputs: cont is 0 at t = 0 and 1 after, Embed indices are valid, others N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    return {value.name: _random_input(graph, value, rng) for value in graph.inputs}
+
+
+def _random_input(graph: Graph, value: Value, rng: np.random.Generator) -> np.ndarray:
+    shape = value.shape
+    for node in graph.users(value):
+        position = next(i for i, v in enumerate(node.inputs) if v is value)
+        if (node.op, position) in _CONT_BOTTOMS:
+            cont = np.ones(shape, np.float32)
+            cont[:1] = 0  # a new sequence starts at t = 0 (the leading axis is time)
+            return cont
+        if node.op == "Embed":
+            return rng.integers(0, node.attrs["input_dim"], size=shape).astype(np.float32)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def apply_feeds(graph: Graph, feeds: Mapping[str, np.ndarray], source: str) -> dict[
+        str, np.ndarray]:
+    """Checks ``feeds`` against the net inputs and re-infers shapes where a feed's shape differs.
+
+    Raises:
+        ModelLoadError: a missing or unknown array, or one of the wrong rank.
+    """
+    names = [v.name for v in graph.inputs]
+    missing = [n for n in names if n not in feeds]
+    unknown = [n for n in feeds if n not in names]
+    if missing or unknown:
+        what = "; ".join(part for part in (
+            f"missing input(s) {', '.join(missing)}" if missing else "",
+            f"unknown array(s) {', '.join(unknown)}" if unknown else "") if part)
+        raise ModelLoadError(what, source, f"the net's inputs are {', '.join(names)}")
+    arrays = {n: np.asarray(feeds[n], dtype=np.float32) for n in names}
+    changed = False
+    for value in graph.inputs:
+        array = arrays[value.name]
+        if array.ndim != len(value.shape):
+            raise ModelLoadError(
+                f"input '{value.name}' has shape {array.shape}, the net expects {value.shape}",
+                source, "keep the number of axes; dims may differ where the layers allow")
+        changed |= tuple(array.shape) != tuple(value.shape)
+        value.shape = tuple(array.shape)
+    if changed:
+        infer_shapes(graph)
+    return arrays

@@ -1,0 +1,185 @@
+"""Upgraded, filtered Caffe layers -> the IR graph.
+
+Caffe's in-place tops are renamed so that every value has one producer: the last version of a
+blob keeps the Caffe name (what users see in outputs), earlier versions are called
+``<blob>@<producing layer>``. Input and DummyData layers become the net's input values.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+from caffe_lstm.errors import CaffeLstmError, GraphError, UnsupportedLayerError, layer_where
+from caffe_lstm.frontend.params import to_params
+from caffe_lstm.frontend.upgrade import SourceLayer
+from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ops import get_op
+
+#: Layer types that produce the net's inputs instead of becoming nodes.
+INPUT_TYPES = ("Input", "DummyData")
+
+
+def import_layers(layers: Sequence[SourceLayer], file: str, outputs: Sequence[str] = (),
+                  name: str = "") -> Graph:
+    """Builds the graph of ``layers``.
+
+    Args:
+        layers: V2 layers in net order, already filtered for the phase.
+        file: the prototxt path, for messages.
+        outputs: blob names that become the net outputs; layers not needed for them are dropped.
+            Empty: the tops no layer consumes.
+        name: the net's name.
+
+    Raises:
+        UnsupportedLayerError: lists every layer type that cannot be handled, with layer names.
+        GraphError: unknown bottoms or outputs, wrong bottom/top counts.
+    """
+    layers = _needed_layers(layers, outputs, file) if outputs else list(layers)
+    _check_supported(layers, file)
+    builder = _GraphBuilder(layers, file, name)
+    for source in layers:
+        builder.add(source)
+    return builder.finish(outputs)
+
+
+def _needed_layers(layers: Sequence[SourceLayer], outputs: Sequence[str],
+                   file: str) -> list[SourceLayer]:
+    """The layers needed to compute ``outputs``, found by walking the layers backwards."""
+    produced = {top for source in layers for top in source.layer.top}
+    unknown = [name for name in outputs if name not in produced]
+    if unknown:
+        raise GraphError(f"--outputs names unknown blob(s) {', '.join(unknown)}", file,
+                         "run `caffe-lstm inspect` to list the blob names")
+    needed, kept = set(outputs), []
+    for source in reversed(layers):
+        if needed.intersection(source.layer.top):
+            kept.append(source)
+            needed.update(source.layer.bottom)
+    return kept[::-1]
+
+
+def _check_supported(layers: Sequence[SourceLayer], file: str) -> None:
+    unsupported: dict[str, list[str]] = defaultdict(list)
+    for source in layers:
+        layer = source.layer
+        if layer.type not in INPUT_TYPES and get_op(layer.type) is None:
+            unsupported[layer.type].append(layer.name)
+    if unsupported:
+        listing = "; ".join(f"{t or '(empty type)'} ({', '.join(names)})"
+                            for t, names in unsupported.items())
+        raise UnsupportedLayerError(
+            f"unsupported layer types: {listing}", file,
+            "if they only post-process the result, cut them off with --outputs NAME[,NAME...]")
+
+
+class _GraphBuilder:
+    """Walks the layers once, creating values and nodes and renaming in-place tops."""
+
+    def __init__(self, layers: Sequence[SourceLayer], file: str, name: str) -> None:
+        self.file = file
+        self.graph = Graph(name=name)
+        self.current: dict[str, Value] = {}  # Caffe blob name -> its latest value
+        self.remaining = defaultdict(int)  # Caffe blob name -> definitions still to come
+        for source in layers:
+            for top in source.layer.top:
+                self.remaining[top] += 1
+
+    def add(self, source: SourceLayer) -> None:
+        layer = source.layer
+        where = f"{self.file}:{source.line}" if source.line else self.file
+        if layer.type in INPUT_TYPES:
+            self._add_inputs(layer, where)
+            return
+        inputs = [self._bottom(blob, layer, where) for blob in layer.bottom]
+        outputs = [self._new_value(top, layer.name) for top in layer.top]
+        node = Node(layer.name, layer.type, inputs, outputs, where=where)
+        node.attrs = _parse_attrs(node, layer)
+        _check_counts(node)
+        self.graph.nodes.append(node)
+
+    def _bottom(self, blob: str, layer, where: str) -> Value:
+        if blob not in self.current:
+            raise GraphError(
+                f"bottom '{blob}' is not produced by any earlier layer",
+                f"{layer_where(layer.name, layer.type)} at {where}",
+                "check the spelling, the layer order and the layers' include/exclude rules")
+        return self.current[blob]
+
+    def _new_value(self, top: str, layer_name: str) -> Value:
+        """A new version of blob ``top``; only its last version keeps the plain name."""
+        self.remaining[top] -= 1
+        is_last = self.remaining[top] == 0
+        taken = any(v.name == top for v in self.graph.inputs)
+        value = Value(top if is_last and not taken else f"{top}@{layer_name}")
+        self.current[top] = value
+        return value
+
+    def _add_inputs(self, layer, where: str) -> None:
+        shapes = _input_shapes(layer, where)
+        for top, shape in zip(layer.top, shapes):
+            # A net input keeps its plain name (it is the key users feed); in-place writes
+            # into it later get "@layer" names.
+            self.remaining[top] -= 1
+            value = Value(top, shape)
+            self.current[top] = value
+            self.graph.inputs.append(value)
+
+    def finish(self, outputs: Sequence[str]) -> Graph:
+        graph = self.graph
+        used = {id(v) for node in graph.nodes for v in node.inputs}
+        graph.inputs = [v for v in graph.inputs if id(v) in used]
+        if outputs:
+            graph.outputs = [self.current[name] for name in outputs]
+        else:
+            graph.outputs = [v for node in graph.nodes for v in node.outputs if id(v) not in used]
+        return graph
+
+
+def _parse_attrs(node: Node, layer) -> dict:
+    op = get_op(node.op)
+    if not op.param:
+        return op.parse(None)
+    try:
+        return op.parse(to_params(getattr(layer, op.param)))
+    except CaffeLstmError as exc:
+        exc.where = exc.where or node.label
+        raise type(exc)(exc.what, exc.where, exc.hint) from None
+
+
+def _check_counts(node: Node) -> None:
+    op = get_op(node.op)
+    for kind, found, (low, high) in (("bottoms", len(node.inputs), op.n_bottoms),
+                                     ("tops", len(node.outputs), op.n_tops)):
+        if found < low or (high is not None and found > high):
+            wanted = f"{low}" if low == high else f"{low} to {high if high is not None else 'any'}"
+            raise GraphError(f"expected {wanted} {kind}, found {found}", node.label,
+                             f"see the {node.op} layer's definition in Caffe")
+
+
+def _input_shapes(layer, where: str) -> list[tuple[int, ...] | None]:
+    """Shapes of an Input or DummyData layer's tops (None where the layer gives none)."""
+    tops = len(layer.top)
+    if layer.type == "Input":
+        shapes = [tuple(s.dim) for s in layer.input_param.shape]
+    else:
+        shapes = _dummy_data_shapes(layer.dummy_data_param)
+    if len(shapes) == 1:
+        shapes = shapes * tops
+    if not shapes:
+        return [None] * tops
+    if len(shapes) != tops:
+        raise GraphError(f"{tops} tops but {len(shapes)} shapes",
+                         f"{layer_where(layer.name, layer.type)} at {where}",
+                         "give one shape, or one shape per top")
+    return shapes
+
+
+def _dummy_data_shapes(param) -> list[tuple[int, ...]]:
+    if param.shape:
+        return [tuple(s.dim) for s in param.shape]
+    legacy = [list(param.num), list(param.channels), list(param.height), list(param.width)]
+    n = max(len(dims) for dims in legacy)
+    # Legacy 4-D form: each list has one entry per top (or one shared entry).
+    return [tuple(dims[i] if len(dims) > 1 else (dims[0] if dims else 1) for dims in legacy)
+            for i in range(n)]

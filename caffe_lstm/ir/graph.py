@@ -1,0 +1,110 @@
+"""The format-free graph: Value, Node, Graph.
+
+Every value has exactly one producer (a node, or none for net inputs and weights); Caffe's
+in-place tops are renamed on import. Weights are Values that hold an array. Node types keep
+Caffe's spelling (``InnerProduct``, ``Eltwise``...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+Shape = tuple[int, ...]
+
+
+@dataclass(eq=False)
+class Value:
+    """A blob: a net input, a node output, or a weight (``data`` set, or ``is_weight``)."""
+
+    name: str
+    shape: Shape | None = None
+    data: np.ndarray | None = None
+    is_weight: bool = False
+    producer: Node | None = field(default=None, repr=False)
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+    def __repr__(self) -> str:
+        return f"Value({self.name!r}, {self.shape})"
+
+
+@dataclass(eq=False)
+class Node:
+    """One operation. ``inputs`` are the bottoms, ``weights`` the learnable blobs, in Caffe order.
+
+    ``origin`` is the Caffe layer the node came from (for a node inserted by a rewrite, the
+    layer it expands; such nodes have names starting with ``__``). ``where`` is a source
+    location for messages (``net.prototxt:12``) when known.
+    """
+
+    name: str
+    op: str
+    inputs: list[Value]
+    outputs: list[Value]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    weights: list[Value] = field(default_factory=list)
+    origin: str = ""
+    where: str = ""
+
+    def __post_init__(self) -> None:
+        for value in self.outputs:
+            value.producer = self
+        self.origin = self.origin or self.name
+
+    @property
+    def label(self) -> str:
+        """How messages name the node: ``layer 'lstm1' (LSTM) at net.prototxt:12``."""
+        label = f"layer '{self.name}' ({self.op})"
+        return f"{label} at {self.where}" if self.where else label
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r}, {self.op})"
+
+
+@dataclass(eq=False)
+class Graph:
+    """Nodes in execution order, the net's input values and its output values."""
+
+    name: str = ""
+    nodes: list[Node] = field(default_factory=list)
+    inputs: list[Value] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def values(self) -> Iterator[Value]:
+        """Every value once: inputs, then weights and outputs in node order."""
+        seen: set[int] = set()
+        for value in self._all_values():
+            if id(value) not in seen:
+                seen.add(id(value))
+                yield value
+
+    def _all_values(self) -> Iterable[Value]:
+        yield from self.inputs
+        for node in self.nodes:
+            yield from node.inputs
+            yield from node.weights
+            yield from node.outputs
+
+    def value(self, name: str) -> Value | None:
+        """The value called ``name``, or None."""
+        return next((v for v in self.values() if v.name == name), None)
+
+    def node(self, name: str) -> Node | None:
+        """The node called ``name``, or None."""
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def users(self, value: Value) -> list[Node]:
+        """Nodes that read ``value`` as a bottom."""
+        return [n for n in self.nodes if any(v is value for v in n.inputs)]
+
+    def weight_values(self) -> list[Value]:
+        """Every weight value once, in node order."""
+        return [v for v in self.values() if v.is_weight]
