@@ -1,0 +1,13 @@
+"""Every op family, imported explicitly so that registration is greppable."""
+
+from caffe_lstm.ops.registry import Op, get_op, register_op, registered_types
+
+# Each import registers the op classes of one family.
+from caffe_lstm.ops import linear  # noqa: F401  InnerProduct, Embed
+from caffe_lstm.ops import recurrent  # noqa: F401  LSTM, RNN, Lstm (fork)
+from caffe_lstm.ops import elementwise  # noqa: F401  Eltwise, Scale, Bias, Power
+from caffe_lstm.ops import activation  # noqa: F401  Sigmoid, TanH, ReLU, Dropout, Softmax
+# shape: Slice, Concat, Split, Reshape, Flatten, Tile, Silence, Reduction
+from caffe_lstm.ops import shape  # noqa: F401
+
+__all__ = ["Op", "get_op", "register_op", "registered_types"]

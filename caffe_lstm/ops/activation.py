@@ -1,0 +1,102 @@
+"""Activations and other shape-preserving single-bottom layers: Sigmoid, TanH, ReLU, Dropout,
+Softmax."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from caffe_lstm.ir.graph import Node, Shape
+from caffe_lstm.ops.registry import Op, canonical_axis, register_op
+
+
+class _SameShape(Op):
+    """Base of the layers whose top has the bottom's shape (not registered itself)."""
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        return (x,)
+
+
+@register_op
+class Sigmoid(_SameShape):
+    """y = σ(x) = 1 / (1 + e^−x) (sigmoid_param; its ``engine`` does not matter)."""
+
+    type = "Sigmoid"
+    param = "sigmoid_param"
+
+    @staticmethod
+    def numpy(node: Node, x):
+        # σ(x) = 0.5·tanh(0.5·x) + 0.5, as Caffe's CPU code computes it: exp cannot overflow.
+        return (np.float32(0.5) * np.tanh(np.float32(0.5) * x) + np.float32(0.5),)
+
+
+@register_op
+class TanH(_SameShape):
+    """y = tanh(x) (tanh_param; its ``engine`` does not matter)."""
+
+    type = "TanH"
+    param = "tanh_param"
+
+    @staticmethod
+    def numpy(node: Node, x):
+        return (np.tanh(x),)
+
+
+@register_op
+class ReLU(_SameShape):
+    """y = max(x, 0) + negative_slope·min(x, 0) (relu_param)."""
+
+    type = "ReLU"
+    param = "relu_param"
+
+    @staticmethod
+    def parse(p):
+        return {"negative_slope": p.negative_slope}
+
+    @staticmethod
+    def numpy(node: Node, x):
+        slope = np.float32(node.attrs["negative_slope"])
+        return (np.maximum(x, 0) + slope * np.minimum(x, 0),)
+
+
+@register_op
+class Dropout(_SameShape):
+    """y = x at inference (dropout_param).
+
+    Caffe scales by 1/(1 − dropout_ratio) while training, so the TEST forward is a plain copy.
+    """
+
+    type = "Dropout"
+    param = "dropout_param"
+
+    @staticmethod
+    def parse(p):
+        return {"dropout_ratio": p.dropout_ratio}
+
+    @staticmethod
+    def numpy(node: Node, x):
+        return (x,)
+
+
+@register_op
+class Softmax(_SameShape):
+    """y_i = e^(x_i − m) / Σ_j e^(x_j − m) along ``axis``, m the max there (softmax_param)."""
+
+    type = "Softmax"
+    param = "softmax_param"
+
+    @staticmethod
+    def parse(p):
+        return {"axis": p.axis}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        canonical_axis(node, node.attrs["axis"], len(x))
+        return (x,)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        axis = canonical_axis(node, node.attrs["axis"], x.ndim)
+        # Subtracting the max changes nothing mathematically and keeps exp from overflowing.
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return (e / e.sum(axis=axis, keepdims=True),)

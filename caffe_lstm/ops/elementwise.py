@@ -1,0 +1,194 @@
+"""Element-wise arithmetic: Eltwise, Scale, Bias, Power."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+import numpy as np
+
+from caffe_lstm.ir.graph import Node, Shape
+from caffe_lstm.ops.registry import Op, canonical_axis, register_op, shape_error
+
+ELTWISE_OPERATIONS = ("PROD", "SUM", "MAX")
+
+
+@register_op
+class Eltwise(Op):
+    """y = x_0 ⊙ x_1 ⊙ … (PROD), Σ coeff_i·x_i (SUM) or max_i x_i (MAX) (eltwise_param).
+
+    All bottoms must have the same shape: Caffe does not broadcast. ``coeff`` (SUM only) gives
+    one factor per bottom, default 1 each; ``stable_prod_grad`` is backward-only.
+    """
+
+    type = "Eltwise"
+    param = "eltwise_param"
+    n_bottoms = (2, None)
+
+    @staticmethod
+    def parse(p):
+        return {"operation": p.operation, "coeff": list(p.coeff)}
+
+    @staticmethod
+    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+        if len(shapes) < 2:
+            raise shape_error(node, f"expected at least 2 bottoms, found {len(shapes)}")
+        _check_eltwise_params(node, len(shapes))
+        for index, shape in enumerate(shapes[1:], start=1):
+            if shape != shapes[0]:
+                raise shape_error(
+                    node, f"bottom {index} has shape {shape}, expected {shapes[0]} like bottom 0",
+                    "Eltwise does not broadcast; use Scale or Bias for that")
+        return (shapes[0],)
+
+    @staticmethod
+    def numpy(node: Node, *bottoms):
+        operation = node.attrs["operation"]
+        if operation == "PROD":
+            return (reduce(np.multiply, bottoms),)
+        if operation == "MAX":
+            return (reduce(np.maximum, bottoms),)
+        coeffs = node.attrs.get("coeff") or [1.0] * len(bottoms)
+        # y = Σ coeff_i · x_i
+        return (reduce(np.add, (np.float32(c) * x for c, x in zip(coeffs, bottoms))),)
+
+
+def _check_eltwise_params(node: Node, n_bottoms: int) -> None:
+    """Caffe's eltwise_layer.cpp LayerSetUp checks on ``operation`` and ``coeff``."""
+    operation, coeff = node.attrs["operation"], node.attrs.get("coeff") or []
+    if operation not in ELTWISE_OPERATIONS:
+        raise shape_error(node, f"operation {operation!r} is unknown",
+                          f"use one of {', '.join(ELTWISE_OPERATIONS)}")
+    if coeff and operation == "PROD":
+        raise shape_error(node, f"coeff given for operation PROD, found {coeff}",
+                          "coeff applies to SUM only")
+    if coeff and len(coeff) != n_bottoms:
+        raise shape_error(node, f"expected one coeff per bottom ({n_bottoms}), found {len(coeff)}")
+
+
+@register_op
+class Scale(Op):
+    """y = x ⊙ s (+ b), s broadcast over x from ``axis`` (scale_param).
+
+    With two bottoms, bottom 1 is s; otherwise s is learned blob 0 of shape
+    x.shape[axis : axis+num_axes] (num_axes −1 = to the end, 0 = a scalar). ``bias_term`` adds a
+    learned bias b of s's shape. Element (outer, d, inner) of x is multiplied by s[d].
+    """
+
+    type = "Scale"
+    param = "scale_param"
+    n_bottoms = (1, 2)
+
+    @staticmethod
+    def parse(p):
+        return {"axis": p.axis, "num_axes": p.num_axes, "bias_term": p.bias_term}
+
+    @staticmethod
+    def infer(node: Node, x: Shape, s: Shape | None = None) -> tuple[Shape, ...]:
+        aligned_axis(node, x, learned_operand_shape(node, x) if s is None else s, "scale")
+        return (x,)
+
+    @staticmethod
+    def blobs(node: Node, x: Shape, s: Shape | None = None) -> tuple[tuple[str, Shape], ...]:
+        bias_term = node.attrs["bias_term"]
+        if s is not None:  # two bottoms: only the optional bias is learned
+            return (("bias", s),) if bias_term else ()
+        shape = learned_operand_shape(node, x)
+        return (("scale", shape), ("bias", shape)) if bias_term else (("scale", shape),)
+
+    @staticmethod
+    def numpy(node: Node, x, s, b=None):
+        # Both modes line up the same way: s is bottom 1 (two bottoms) or blob 0 (one bottom),
+        # and the bias blob, when bias_term, comes right after it.
+        y = x * broadcast_operand(node, x, s)
+        if b is not None:
+            y = y + broadcast_operand(node, x, b)
+        return (y,)
+
+
+@register_op
+class Bias(Op):
+    """y = x + b, b broadcast over x from ``axis`` exactly like Scale's s (bias_param).
+
+    With two bottoms, bottom 1 is b; otherwise b is learned blob 0 of shape
+    x.shape[axis : axis+num_axes] (num_axes −1 = to the end, 0 = a scalar).
+    """
+
+    type = "Bias"
+    param = "bias_param"
+    n_bottoms = (1, 2)
+
+    @staticmethod
+    def parse(p):
+        return {"axis": p.axis, "num_axes": p.num_axes}
+
+    @staticmethod
+    def infer(node: Node, x: Shape, b: Shape | None = None) -> tuple[Shape, ...]:
+        aligned_axis(node, x, learned_operand_shape(node, x) if b is None else b, "bias")
+        return (x,)
+
+    @staticmethod
+    def blobs(node: Node, x: Shape, b: Shape | None = None) -> tuple[tuple[str, Shape], ...]:
+        return () if b is not None else (("bias", learned_operand_shape(node, x)),)
+
+    @staticmethod
+    def numpy(node: Node, x, b):
+        return (x + broadcast_operand(node, x, b),)
+
+
+def learned_operand_shape(node: Node, x: Shape) -> Shape:
+    """Scale/Bias one-bottom mode: the learned blob is x.shape[axis : axis+num_axes]."""
+    axis = canonical_axis(node, node.attrs["axis"], len(x))
+    num_axes = node.attrs["num_axes"]
+    if num_axes < -1:
+        raise shape_error(node, f"num_axes must be ≥ −1, found {num_axes}",
+                          "use −1 for 'to the end' or 0 for a scalar")
+    if num_axes == -1:
+        return x[axis:]
+    if axis + num_axes > len(x):
+        raise shape_error(node, f"axis {axis} + num_axes {num_axes} exceeds the {len(x)} axes "
+                          f"of bottom {x}", "lower num_axes")
+    return x[axis:axis + num_axes]
+
+
+def aligned_axis(node: Node, x: Shape, operand: Shape, what: str) -> int:
+    """Where ``operand``'s axes start in x; its dims must equal x[axis : axis+rank(operand)].
+
+    A scalar operand fits anywhere and Caffe then ignores ``axis`` (scale_layer.cpp Reshape).
+    """
+    if len(operand) == 0:
+        return 0
+    axis = canonical_axis(node, node.attrs["axis"], len(x))
+    covered = x[axis:axis + len(operand)]
+    if covered != tuple(operand):
+        raise shape_error(
+            node, f"{what} shape {tuple(operand)} must equal the bottom dims from axis {axis}, "
+            f"found {covered} in bottom {x}", f"check the {what} blob or set axis")
+    return axis
+
+
+def broadcast_operand(node: Node, x: np.ndarray, operand: np.ndarray) -> np.ndarray:
+    """``operand`` with trailing 1-axes so that numpy lines it up with x's axes from ``axis``."""
+    axis = aligned_axis(node, x.shape, operand.shape, "operand")
+    inner_axes = x.ndim - axis - operand.ndim
+    return operand.reshape(operand.shape + (1,) * inner_axes)
+
+
+@register_op
+class Power(Op):
+    """y = (shift + scale·x)^power (power_param)."""
+
+    type = "Power"
+    param = "power_param"
+
+    @staticmethod
+    def parse(p):
+        return {"power": p.power, "scale": p.scale, "shift": p.shift}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        return (x,)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        power, scale, shift = (np.float32(node.attrs[k]) for k in ("power", "scale", "shift"))
+        return (np.power(shift + scale * x, power),)

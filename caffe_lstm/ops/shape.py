@@ -1,0 +1,317 @@
+"""Layers that move or regroup data: Slice, Concat, Split, Reshape, Flatten, Tile, Silence,
+Reduction."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from caffe_lstm.ir.graph import Node, Shape
+from caffe_lstm.ops.registry import Op, canonical_axis, count, register_op, shape_error
+
+# The term each Reduction operation sums (MEAN divides the sum afterwards).
+_REDUCTION_TERMS = {"SUM": np.asarray, "ASUM": np.abs, "SUMSQ": np.square, "MEAN": np.asarray}
+REDUCTION_OPERATIONS = tuple(_REDUCTION_TERMS)
+
+
+def _axis_attrs(p, legacy: str) -> dict[str, int]:
+    """``axis`` and the deprecated uint32 ``legacy`` field, each kept only when written.
+
+    ``axis`` (default 1) is also kept when neither is written, so both keys only appear when the
+    prototxt sets both, which ``_legacy_axis`` rejects as Caffe does.
+    """
+    attrs = {legacy: getattr(p, legacy)} if p.has(legacy) else {}
+    if p.has("axis") or not p.has(legacy):
+        attrs["axis"] = p.axis
+    return attrs
+
+
+def _legacy_axis(node: Node, rank: int, legacy: str) -> int:
+    """The axis from ``axis`` (canonical) or ``legacy`` (non-negative only), never both.
+
+    Follows slice_layer.cpp / concat_layer.cpp.
+    """
+    axis, legacy_axis = node.attrs.get("axis"), node.attrs.get(legacy)
+    if axis is not None and legacy_axis is not None:
+        raise shape_error(node, f"both axis ({axis}) and {legacy} ({legacy_axis}) are set",
+                          f"keep only axis; {legacy} is deprecated")
+    if legacy_axis is None:
+        return canonical_axis(node, 1 if axis is None else axis, rank)
+    if not 0 <= legacy_axis < rank:
+        raise shape_error(node, f"{legacy} {legacy_axis} is out of range for a {rank}-axis bottom",
+                          f"use a {legacy} in [0, {rank})")
+    return legacy_axis
+
+
+@register_op
+class Slice(Op):
+    """top_i = x[…, p_{i−1}:p_i, …] along ``axis`` (slice_param; legacy ``slice_dim``).
+
+    ``slice_point`` lists the strictly increasing cut points p_0 < p_1 < … (one fewer than the
+    tops); without it the axis is cut into #tops equal parts.
+    """
+
+    type = "Slice"
+    param = "slice_param"
+    n_tops = (1, None)
+
+    @staticmethod
+    def parse(p):
+        return {**_axis_attrs(p, "slice_dim"), "slice_point": list(p.slice_point)}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        axis = _legacy_axis(node, len(x), "slice_dim")
+        sizes = _slice_sizes(node, x[axis], len(node.outputs))
+        return tuple(x[:axis] + (size,) + x[axis + 1:] for size in sizes)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        axis = _legacy_axis(node, x.ndim, "slice_dim")
+        sizes = _slice_sizes(node, x.shape[axis], len(node.outputs))
+        return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+def _slice_sizes(node: Node, dim: int, n_tops: int) -> list[int]:
+    """The extent of every top along the slice axis."""
+    points = list(node.attrs.get("slice_point") or [])
+    if not points:
+        if dim % n_tops:
+            raise shape_error(node, f"axis dim {dim} cannot be cut into {n_tops} equal parts",
+                              "give slice_point or a number of tops that divides it")
+        return [dim // n_tops] * n_tops
+    if len(points) != n_tops - 1:
+        raise shape_error(node, f"expected {n_tops - 1} slice_point for {n_tops} tops, "
+                          f"found {len(points)}")
+    bounds = [0, *points, dim]
+    if any(stop <= start for start, stop in zip(bounds, bounds[1:])):
+        raise shape_error(node, f"slice_point must be strictly increasing within (0, {dim}), "
+                          f"found {points}")
+    return [stop - start for start, stop in zip(bounds, bounds[1:])]
+
+
+@register_op
+class Concat(Op):
+    """y = the bottoms joined along ``axis`` (concat_param; legacy ``concat_dim``).
+
+    All bottoms have the same rank and the same dims except along the concat axis.
+    """
+
+    type = "Concat"
+    param = "concat_param"
+    n_bottoms = (1, None)
+
+    @staticmethod
+    def parse(p):
+        return _axis_attrs(p, "concat_dim")
+
+    @staticmethod
+    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+        first = shapes[0]
+        axis = _legacy_axis(node, len(first), "concat_dim")
+        for index, shape in enumerate(shapes[1:], start=1):
+            others_match = all(a == b for i, (a, b) in enumerate(zip(first, shape)) if i != axis)
+            if len(shape) != len(first) or not others_match:
+                raise shape_error(node, f"bottom {index} has shape {shape}, expected {first} "
+                                  f"except along axis {axis}")
+        return (first[:axis] + (sum(s[axis] for s in shapes),) + first[axis + 1:],)
+
+    @staticmethod
+    def numpy(node: Node, *bottoms):
+        return (np.concatenate(bottoms, axis=_legacy_axis(node, bottoms[0].ndim, "concat_dim")),)
+
+
+@register_op
+class Split(Op):
+    """top_i = x for every top (no param): Caffe's fan-out of one blob to several layers."""
+
+    type = "Split"
+    n_tops = (1, None)
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        return (x,) * len(node.outputs)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        return (x,) * len(node.outputs)
+
+
+@register_op
+class Reshape(Op):
+    """y = x with the axes [axis, axis+num_axes) replaced by ``shape`` (reshape_param).
+
+    In ``shape``, 0 copies the input dim at the same position (axis + i) and −1 is inferred from
+    the element count. A negative ``axis`` counts from after the last axis (−1 = append).
+    """
+
+    type = "Reshape"
+    param = "reshape_param"
+
+    @staticmethod
+    def parse(p):
+        return {"shape": list(p.shape.dim), "axis": p.axis, "num_axes": p.num_axes}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        start, end = _reshape_range(node, len(x))
+        new_dims = _reshape_dims(node, x, start)
+        shape = _infer_minus_one(node, x, x[:start] + new_dims + x[end:])
+        if count(shape) != count(x):
+            raise shape_error(node, f"the new shape {shape} has {count(shape)} elements, "
+                              f"the bottom {x} has {count(x)}", "the count must not change")
+        return (shape,)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        return (x.reshape(Reshape.infer(node, x.shape)[0]),)
+
+
+def _reshape_range(node: Node, rank: int) -> tuple[int, int]:
+    """The replaced input axes [start, end) (reshape_layer.cpp: axis −1 means after the end)."""
+    axis, num_axes = node.attrs["axis"], node.attrs["num_axes"]
+    start = axis if axis >= 0 else rank + axis + 1
+    if not 0 <= start <= rank:
+        raise shape_error(node, f"axis {axis} is out of range for a {rank}-axis bottom",
+                          f"use an axis in [{-rank - 1}, {rank}]")
+    if num_axes < -1:
+        raise shape_error(node, f"num_axes must be ≥ −1, found {num_axes}", "use −1 for all")
+    end = rank if num_axes == -1 else start + num_axes
+    if end > rank:
+        raise shape_error(node, f"axis {start} + num_axes {num_axes} exceeds the {rank} axes "
+                          "of the bottom", "lower num_axes")
+    return start, end
+
+
+def _reshape_dims(node: Node, x: Shape, start: int) -> Shape:
+    """``shape`` with every 0 replaced by the input dim it copies; −1 left in place."""
+    dims = tuple(node.attrs["shape"])
+    if any(d < -1 for d in dims):
+        raise shape_error(node, f"shape dims must be ≥ −1, found {list(dims)}",
+                          "use 0 to copy a dim and −1 to infer one")
+    if dims.count(-1) > 1:
+        raise shape_error(node, f"shape has more than one −1 dim: {list(dims)}",
+                          "at most one dim can be inferred")
+    for i, d in enumerate(dims):
+        if d == 0 and start + i >= len(x):
+            raise shape_error(node, f"shape dim {i} is 0 but bottom {x} has no axis {start + i} "
+                              "to copy", "give the dim explicitly")
+    return tuple(x[start + i] if d == 0 else d for i, d in enumerate(dims))
+
+
+def _infer_minus_one(node: Node, x: Shape, shape: Shape) -> Shape:
+    """``shape`` with its −1 (if any) set to count(x) / (product of the other dims)."""
+    if -1 not in shape:
+        return shape
+    known = count(tuple(d for d in shape if d != -1))
+    if known == 0 or count(x) % known:
+        raise shape_error(node, f"cannot infer the −1 dim: count {count(x)} of {x} is not "
+                          f"divisible by {known}", "check the reshape_param shape")
+    return tuple(count(x) // known if d == -1 else d for d in shape)
+
+
+@register_op
+class Flatten(Op):
+    """y = x with the axes [axis, end_axis] merged into one (flatten_param)."""
+
+    type = "Flatten"
+    param = "flatten_param"
+
+    @staticmethod
+    def parse(p):
+        return {"axis": p.axis, "end_axis": p.end_axis}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        start = canonical_axis(node, node.attrs["axis"], len(x))
+        end = canonical_axis(node, node.attrs["end_axis"], len(x), "end_axis")
+        # Caffe takes count(start, end + 1), which accepts end = start − 1 (it inserts a 1).
+        if end < start - 1:
+            raise shape_error(node, f"end_axis {end} comes before axis {start}",
+                              "use end_axis ≥ axis")
+        return (x[:start] + (count(x, start, end + 1),) + x[end + 1:],)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        return (x.reshape(Flatten.infer(node, x.shape)[0]),)
+
+
+@register_op
+class Tile(Op):
+    """y = x repeated ``tiles`` times along ``axis``, whole blocks one after another (ABAB), like
+    numpy.tile (tile_param)."""
+
+    type = "Tile"
+    param = "tile_param"
+
+    @staticmethod
+    def parse(p):
+        return {"axis": p.axis, "tiles": p.tiles if p.has("tiles") else None}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        axis = canonical_axis(node, node.attrs["axis"], len(x))
+        tiles = node.attrs.get("tiles")
+        if tiles is None or tiles <= 0:
+            raise shape_error(node, f"tiles must be set and > 0, found {tiles}",
+                              "set tile_param.tiles")
+        return (x[:axis] + (x[axis] * tiles,) + x[axis + 1:],)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        axis = canonical_axis(node, node.attrs["axis"], x.ndim)
+        reps = [1] * x.ndim
+        reps[axis] = node.attrs["tiles"]
+        return (np.tile(x, reps),)
+
+
+@register_op
+class Silence(Op):
+    """No tops, no computation (no param): swallows blobs nothing else reads."""
+
+    type = "Silence"
+    n_bottoms = (1, None)
+    n_tops = (0, 0)
+
+    @staticmethod
+    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+        if not shapes:
+            raise shape_error(node, "expected at least 1 bottom, found 0")
+        return ()
+
+    @staticmethod
+    def numpy(node: Node, *bottoms):
+        return ()
+
+
+@register_op
+class Reduction(Op):
+    """y[o] = coeff · Σ_k f(x[o, k]) over all axes from ``axis`` on (reduction_param).
+
+    f is x (SUM), |x| (ASUM), x² (SUMSQ) or x / count(axis) (MEAN); the top keeps the axes
+    before ``axis`` (shape () for axis 0).
+    """
+
+    type = "Reduction"
+    param = "reduction_param"
+
+    @staticmethod
+    def parse(p):
+        return {"operation": p.operation, "axis": p.axis, "coeff": p.coeff}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        axis = canonical_axis(node, node.attrs["axis"], len(x))
+        if node.attrs["operation"] not in REDUCTION_OPERATIONS:
+            raise shape_error(node, f"operation {node.attrs['operation']!r} is unknown",
+                              f"use one of {', '.join(REDUCTION_OPERATIONS)}")
+        return (x[:axis],)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        axis = canonical_axis(node, node.attrs["axis"], x.ndim)
+        rows = x.reshape(count(x.shape, 0, axis), count(x.shape, axis))
+        operation, coeff = node.attrs["operation"], node.attrs["coeff"]
+        if operation == "MEAN":
+            coeff = coeff / rows.shape[1]  # Caffe folds the 1/count into coeff
+        total = _REDUCTION_TERMS[operation](rows).sum(axis=1)
+        return ((np.float32(coeff) * total).reshape(x.shape[:axis]),)
