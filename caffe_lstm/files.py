@@ -24,6 +24,7 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         raise OutputError(f"cannot write the output ({exc.strerror})", str(path),
                           "check that the directory exists and is writable") from None
     os.close(fd)
+    _chmod_like_new_file(tmp)
     try:
         yield Path(tmp)
         os.replace(tmp, path)
@@ -33,6 +34,13 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _chmod_like_new_file(path: str) -> None:
+    """mkstemp makes 0600 files; give the result the mode open() would (0666 minus umask)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
 
 
 def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:

@@ -53,6 +53,7 @@ def _parse_error(exc: text_format.ParseError, path: Path) -> ModelLoadError:
     prefix = f"{line}:{column} : "
     if message.startswith(prefix):
         message = message[len(prefix):]
+    message = message.rstrip(".")
     where = f"{path}:{line}:{column}" if line else str(path)
     return ModelLoadError(
         f"invalid prototxt: {message}", where,
