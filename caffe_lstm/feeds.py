@@ -8,7 +8,7 @@ import numpy as np
 
 from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.errors import ModelLoadError
-from caffe_lstm.ir.graph import Graph, Value
+from caffe_lstm.ir.graph import Graph, Node, Value
 
 # (layer type, bottom index) pairs that read a sequence-continuation indicator.
 _CONT_BOTTOMS = {("LSTM", 1), ("RNN", 1), ("Lstm", 1)}
@@ -39,7 +39,11 @@ def apply_feeds(graph: Graph, feeds: Mapping[str, np.ndarray], source: str) -> d
 
     Raises:
         ModelLoadError: a missing or unknown array, or one of the wrong rank.
+
+    An array named like a DummyData top replaces that constant (the top becomes a net input),
+    as pycaffe users overwrite placeholder blobs.
     """
+    _feed_dummy_data(graph, set(feeds))
     names = [v.name for v in graph.inputs]
     missing = [n for n in names if n not in feeds]
     unknown = [n for n in feeds if n not in names]
@@ -61,3 +65,23 @@ def apply_feeds(graph: Graph, feeds: Mapping[str, np.ndarray], source: str) -> d
     if changed:
         infer_shapes(graph)
     return arrays
+
+
+def _feed_dummy_data(graph: Graph, fed: set[str]) -> None:
+    """DummyData nodes with a fed top are split: fed tops become inputs, the rest constants."""
+    nodes = []
+    for node in graph.nodes:
+        if node.op != "DummyData" or not fed.intersection(v.name for v in node.outputs):
+            nodes.append(node)
+            continue
+        values = node.attrs["values"] or [0.0]
+        for index, value in enumerate(node.outputs):
+            if value.name in fed:
+                value.producer = None
+                graph.inputs.append(value)
+            else:
+                fill = values[index] if len(values) > 1 else values[0]
+                attrs = {"shapes": [list(value.shape)], "values": [fill]}
+                nodes.append(Node(f"{node.name}/{value.name}", "DummyData", [], [value], attrs,
+                                  origin=node.origin, where=node.where))
+    graph.nodes = nodes

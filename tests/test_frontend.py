@@ -135,14 +135,27 @@ def test_outputs_cut_the_net_and_drop_unneeded_layers(tmp_path):
     assert [n.name for n in graph.nodes] == ["a"] and [v.name for v in graph.outputs] == ["a"]
 
 
-def test_dummy_data_tops_are_inputs(tmp_path):
-    text = """
-    layer { name: "dummy" type: "DummyData" top: "x" top: "y"
-            dummy_data_param { shape { dim: 4 dim: 1 } shape { dim: 4 dim: 1 } } }
-    layer { name: "sum" type: "Eltwise" bottom: "x" bottom: "y" top: "s" }
-    """
-    graph = load_net(net_file(tmp_path, text)).graph
-    assert [(v.name, v.shape) for v in graph.inputs] == [("x", (4, 1)), ("y", (4, 1))]
+DUMMY = """
+layer { name: "dummy" type: "DummyData" top: "x" top: "y"
+        dummy_data_param { shape { dim: 4 dim: 1 } shape { dim: 4 dim: 1 }
+                           data_filler { value: 2 } data_filler { value: 3 } } }
+layer { name: "sum" type: "Eltwise" bottom: "x" bottom: "y" top: "s" }
+"""
+
+
+def test_dummy_data_tops_are_constants(tmp_path):
+    graph = load_net(net_file(tmp_path, DUMMY)).graph
+    assert graph.inputs == []
+    np.testing.assert_array_equal(NumpyExecutor(graph).run({})["s"], np.full((4, 1), 5.0))
+
+
+def test_a_fed_dummy_data_top_replaces_the_constant(tmp_path):
+    from caffe_lstm.feeds import apply_feeds
+
+    graph = load_net(net_file(tmp_path, DUMMY)).graph
+    feeds = apply_feeds(graph, {"y": np.arange(4, dtype=np.float32).reshape(4, 1)}, "test")
+    assert [v.name for v in graph.inputs] == ["y"]
+    np.testing.assert_array_equal(NumpyExecutor(graph).run(feeds)["s"].ravel(), [2, 3, 4, 5])
 
 
 def test_layer_lines_skip_comments_and_strings():

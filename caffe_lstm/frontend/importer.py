@@ -2,7 +2,7 @@
 
 Caffe's in-place tops are renamed so that every value has one producer: the last version of a
 blob keeps the Caffe name (what users see in outputs), earlier versions are called
-``<blob>@<producing layer>``. Input and DummyData layers become the net's input values.
+``<blob>@<producing layer>``. Input layers become the net's input values.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops import get_op
 
 #: Layer types that produce the net's inputs instead of becoming nodes.
-INPUT_TYPES = ("Input", "DummyData")
+INPUT_TYPES = ("Input",)
 
 
 def import_layers(layers: Sequence[SourceLayer], file: str, outputs: Sequence[str] = (),
@@ -158,12 +158,9 @@ def _check_counts(node: Node) -> None:
 
 
 def _input_shapes(layer, where: str) -> list[tuple[int, ...] | None]:
-    """Shapes of an Input or DummyData layer's tops (None where the layer gives none)."""
+    """Shapes of an Input layer's tops (None where the layer gives none)."""
     tops = len(layer.top)
-    if layer.type == "Input":
-        shapes = [tuple(s.dim) for s in layer.input_param.shape]
-    else:
-        shapes = _dummy_data_shapes(layer.dummy_data_param)
+    shapes = [tuple(s.dim) for s in layer.input_param.shape]
     if len(shapes) == 1:
         shapes = shapes * tops
     if not shapes:
@@ -174,12 +171,3 @@ def _input_shapes(layer, where: str) -> list[tuple[int, ...] | None]:
                          "give one shape, or one shape per top")
     return shapes
 
-
-def _dummy_data_shapes(param) -> list[tuple[int, ...]]:
-    if param.shape:
-        return [tuple(s.dim) for s in param.shape]
-    legacy = [list(param.num), list(param.channels), list(param.height), list(param.width)]
-    n = max(len(dims) for dims in legacy)
-    # Legacy 4-D form: each list has one entry per top (or one shared entry).
-    return [tuple(dims[i] if len(dims) > 1 else (dims[0] if dims else 1) for dims in legacy)
-            for i in range(n)]

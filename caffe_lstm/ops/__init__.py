@@ -9,5 +9,7 @@ from caffe_lstm.ops import elementwise  # noqa: F401  Eltwise, Scale, Bias, Powe
 from caffe_lstm.ops import activation  # noqa: F401  Sigmoid, TanH, ReLU, Dropout, Softmax
 # shape: Slice, Concat, Split, Reshape, Flatten, Tile, Silence, Reduction
 from caffe_lstm.ops import shape  # noqa: F401
+from caffe_lstm.ops import data  # noqa: F401  DummyData (constants made by rewrites)
+from caffe_lstm.ops import loop  # noqa: F401  Loop (the recurrence made by the rewrite)
 
 __all__ = ["Op", "get_op", "register_op", "registered_types"]

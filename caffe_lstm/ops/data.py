@@ -1,0 +1,71 @@
+"""DummyData: constant tops, as Caffe fills them (constant fillers).
+
+Deploy nets use DummyData as placeholders that callers overwrite (pycaffe's
+``net.blobs[name].data[...] = x``); here a ``run --inputs`` array named like a DummyData top
+replaces the constant the same way (``feeds.apply_feeds``). Rewrites use DummyData for the zero
+initial states of an unrolled recurrence, as Caffe's own unrolled net feeds zeros to h_0, c_0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from caffe_lstm.ir.graph import Node, Shape
+from caffe_lstm.ops.registry import Op, register_op, shape_error
+
+
+@register_op
+class DummyData(Op):
+    """top_i = a constant ``values[i]`` of shape ``shapes[i]`` (dummy_data_param).
+
+    Shapes come from ``shape`` (one for all tops, or one per top) or from the legacy
+    num/channels/height/width lists; values from constant ``data_filler``s (default 0).
+    Other filler types draw random numbers in Caffe; here they give their ``value`` too.
+    """
+
+    type = "DummyData"
+    param = "dummy_data_param"
+    n_bottoms = (0, 0)
+    n_tops = (1, None)
+
+    @staticmethod
+    def parse(p):
+        if p.shape:
+            shapes = [[int(d) for d in s.dim] for s in p.shape]
+        else:
+            shapes = _legacy_shapes(p)
+        return {"shapes": shapes, "values": [float(f.value) for f in p.data_filler]}
+
+    @staticmethod
+    def infer(node: Node) -> tuple[Shape, ...]:
+        shapes = _per_top(node, node.attrs["shapes"], "shape")
+        for shape in shapes:
+            if any(d < 0 for d in shape):
+                raise shape_error(node, f"negative dim in shape {tuple(shape)}",
+                                  "fix dummy_data_param")
+        return tuple(tuple(s) for s in shapes)
+
+    @staticmethod
+    def numpy(node: Node):
+        shapes = _per_top(node, node.attrs["shapes"], "shape")
+        values = _per_top(node, node.attrs["values"] or [0.0], "data_filler")
+        return tuple(np.full(s, v, np.float32) for s, v in zip(shapes, values))
+
+
+def _per_top(node: Node, items: list, what: str) -> list:
+    """One entry for every top: a single entry is shared, else exactly one per top."""
+    tops = len(node.outputs)
+    if len(items) == 1:
+        return items * tops
+    if len(items) != tops:
+        raise shape_error(node, f"{tops} tops but {len(items)} {what} entries",
+                          f"give one {what}, or one per top")
+    return items
+
+
+def _legacy_shapes(p) -> list[list[int]]:
+    """num/channels/height/width lists, each with one entry per top (or one shared)."""
+    legacy = [list(p.num), list(p.channels), list(p.height), list(p.width)]
+    n = max(len(dims) for dims in legacy)
+    return [[dims[i] if len(dims) > 1 else (dims[0] if dims else 1) for dims in legacy]
+            for i in range(n)]
