@@ -1,0 +1,131 @@
+"""Loop: the one primitive Caffe has no layer for, a recurrence over the time axis (axis 0).
+
+A Loop node holds a body graph that computes one time step. Its layout:
+
+- node inputs:  [iterated (k)] + [initial states, for the states that have one] + [invariants]
+- body inputs:  [step slices (k), each (1, ...)] + [previous states (s)] + [invariants]
+- body outputs: [next states (s)] + [step outputs (m)]
+- node outputs: [sequences (m), the step outputs concatenated on axis 0] + [final states (s)]
+
+The trip count T is axis 0 of the iterated inputs. A state without an initial value starts at
+zeros of shape (1, N, size), N being axis 1 of the first iterated input (Caffe's zero h_0/c_0).
+This maps one to one onto TensorRT's ILoop: iterators, recurrences, CONCATENATE and LAST_VALUE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from caffe_lstm.ir.graph import Graph, Node, Shape
+from caffe_lstm.ops.registry import Op, register_op, shape_error
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """A carried state: its name (``h``, ``c``), its width, and whether an input initialises it."""
+
+    name: str
+    size: int
+    has_initial: bool
+
+
+@dataclass(frozen=True)
+class LoopLayout:
+    """How a Loop node's inputs and outputs split into their roles."""
+
+    body: Graph
+    n_iterate: int
+    states: tuple[LoopState, ...]
+    n_sequence_outputs: int
+
+    @staticmethod
+    def of(node: Node) -> LoopLayout:
+        a = node.attrs
+        return LoopLayout(a["body"], a["n_iterate"], tuple(a["states"]), a["n_sequence_outputs"])
+
+    @property
+    def n_initial(self) -> int:
+        return sum(state.has_initial for state in self.states)
+
+    def split_inputs(self, items: list) -> tuple[list, list, list]:
+        """(iterated, initial states, invariants) of the node's inputs (or their shapes)."""
+        k, s = self.n_iterate, self.n_initial
+        return list(items[:k]), list(items[k:k + s]), list(items[k + s:])
+
+
+@register_op
+class Loop(Op):
+    """for t in 0..T-1: states, outputs_t = body(iterated[t], states, invariants).
+
+    Sequences are the step outputs concatenated on axis 0; final states are the last states.
+    """
+
+    type = "Loop"
+    n_bottoms = (1, None)
+    n_tops = (1, None)
+
+    @staticmethod
+    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+        from caffe_lstm.analysis.shapes import infer_shapes  # the body is a graph of its own
+
+        layout = LoopLayout.of(node)
+        iterated, initial, invariants = layout.split_inputs(list(shapes))
+        steps = _trip_count(node, iterated)
+        state_shapes = _state_shapes(node, layout, iterated, initial)
+        body_shapes = [(1,) + s[1:] for s in iterated] + state_shapes + invariants
+        for value, shape in zip(layout.body.inputs, body_shapes):
+            value.shape = tuple(shape)
+        infer_shapes(layout.body)
+        outs = [v.shape for v in layout.body.outputs]
+        for state, want, got in zip(layout.states, state_shapes, outs):
+            if tuple(got) != tuple(want):
+                raise shape_error(node, f"state {state.name} changes shape from {want} to {got}")
+        sequences = [(steps,) + tuple(s[1:]) for s in outs[len(layout.states):]]
+        return tuple(sequences) + tuple(state_shapes)
+
+    @staticmethod
+    def numpy(node: Node, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+        from caffe_lstm.backends.numpy_exec import NumpyExecutor  # the body is a graph of its own
+
+        layout = LoopLayout.of(node)
+        iterated, initial, invariants = layout.split_inputs(list(arrays))
+        states = _initial_states(layout, iterated, initial)
+        body, names = NumpyExecutor(layout.body), [v.name for v in layout.body.inputs]
+        s, steps = len(layout.states), []
+        for t in range(iterated[0].shape[0]):
+            feeds = dict(zip(names, [x[t:t + 1] for x in iterated] + states + invariants))
+            results = body.run(feeds)
+            outs = [results[v.name] for v in layout.body.outputs]
+            states, step_outputs = outs[:s], outs[s:]
+            steps.append(step_outputs)
+        sequences = [np.concatenate(parts, axis=0) for parts in zip(*steps)]
+        return tuple(sequences) + tuple(states)
+
+
+def _trip_count(node: Node, iterated: list[Shape]) -> int:
+    lengths = {shape[0] for shape in iterated}
+    if len(lengths) != 1:
+        raise shape_error(node, f"iterated inputs disagree on the number of steps {sorted(lengths)}")
+    steps = lengths.pop()
+    if steps < 1:
+        raise shape_error(node, "the sequence has no time steps (axis 0 is 0)",
+                          "give the recurrent input at least one step")
+    return steps
+
+
+def _state_shapes(node: Node, layout: LoopLayout, iterated: list[Shape],
+                  initial: list[Shape]) -> list[Shape]:
+    given = iter(initial)
+    batch = iterated[0][1] if len(iterated[0]) > 1 else 1
+    return [tuple(next(given)) if state.has_initial else (1, batch, state.size)
+            for state in layout.states]
+
+
+def _initial_states(layout: LoopLayout, iterated: list[np.ndarray],
+                    initial: list[np.ndarray]) -> list[np.ndarray]:
+    given = iter(initial)
+    batch = iterated[0].shape[1] if iterated[0].ndim > 1 else 1
+    return [next(given) if state.has_initial else np.zeros((1, batch, state.size), np.float32)
+            for state in layout.states]

@@ -1,0 +1,28 @@
+"""Runs passes by name; after each one the graph is verified and its shapes inferred again."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from caffe_lstm.analysis.shapes import infer_shapes
+from caffe_lstm.ir.graph import Graph
+from caffe_lstm.ir.verify import verify
+from caffe_lstm.passes.expand_recurrent import expand_recurrent
+from caffe_lstm.passes.unroll import unroll_loops
+
+PASSES: dict[str, Callable[[Graph], bool]] = {
+    "expand-recurrent": expand_recurrent,
+    "unroll": unroll_loops,
+}
+
+#: What `run`, `rewrite`, `dot` and `verify` apply by default.
+DEFAULT_PIPELINE = ("expand-recurrent",)
+
+
+def run_passes(graph: Graph, names: Sequence[str] = DEFAULT_PIPELINE) -> Graph:
+    """Applies the passes ``names`` in order to ``graph`` (in place) and returns it."""
+    for name in names:
+        if PASSES[name](graph):
+            verify(graph)
+            infer_shapes(graph)
+    return graph
