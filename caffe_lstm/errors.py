@@ -54,3 +54,7 @@ class OutputError(CaffeLstmError):
 def layer_where(name: str, type_: str) -> str:
     """The ``where`` part for a layer: ``layer 'lstm1' (LSTM)``."""
     return f"layer '{name}' ({type_})"
+
+
+class VerificationError(CaffeLstmError):
+    """Outputs that differ beyond the tolerances (``verify``)."""

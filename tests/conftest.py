@@ -39,3 +39,24 @@ def sample(name: str) -> tuple[Path, Path]:
     """(prototxt, caffemodel) of a sample net."""
     folder = SAMPLES / name
     return folder / f"{name}.prototxt", folder / f"{name}.caffemodel"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="Rewrite tests/golden/* from the current output.")
+
+
+@pytest.fixture
+def golden(request):
+    """Compares text with tests/golden/<name> (or rewrites it with --update-golden)."""
+    update = request.config.getoption("--update-golden")
+
+    def _check(name: str, text: str) -> None:
+        path = ROOT / "tests" / "golden" / name
+        if update:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text)
+        assert path.exists(), f"{path} is missing: run pytest --update-golden and review it"
+        assert text == path.read_text(), f"{name} differs: review, then pytest --update-golden"
+
+    return _check

@@ -32,7 +32,7 @@ def test_inspect_text_shows_shapes_and_recurrent_layers(invoke):
     assert result.exit_code == 0
     assert "lstm2 (LSTM): lstm1, cont_sentence, image_features -> lstm2  (10, 2, 24)" in result.stdout
     assert "blobs (96, 24), (96), (96, 32), (96, 24)" in result.stdout
-    assert "recurrent layers: lstm1, lstm2" in result.stdout
+    assert "recurrent layers (expanded by the rewrite): lstm1, lstm2" in result.stdout
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)

@@ -48,12 +48,22 @@ def write_net(tmp_path, text, blobs, layer="lstm1", layer_type="LSTM"):
 
 
 def run_cli(invoke, tmp_path, net, weights, feeds):
-    inputs, out = tmp_path / "in.npz", tmp_path / "out.npz"
+    """Runs the rewritten graph (the default) and the direct equations (--original); checks
+    they agree to 1e-5 and returns the rewritten graph's outputs."""
+    inputs = tmp_path / "in.npz"
     np.savez(inputs, **feeds)
-    result = invoke("run", net, "-w", weights, "--inputs", inputs, "-o", out)
-    assert result.exit_code == 0, result.stderr
-    with np.load(out) as data:
-        return {k: data[k] for k in data.files}
+    runs = []
+    for flags in ((), ("--original",)):
+        out = tmp_path / f"out{len(runs)}.npz"
+        result = invoke("run", net, "-w", weights, "--inputs", inputs, "-o", out, *flags)
+        assert result.exit_code == 0, result.stderr
+        with np.load(out) as data:
+            runs.append({k: data[k] for k in data.files})
+    rewritten, original = runs
+    assert rewritten.keys() == original.keys()
+    for name in rewritten:
+        np.testing.assert_allclose(rewritten[name], original[name], atol=1e-5, rtol=0)
+    return rewritten
 
 
 def torch_lstm(x, w_xc, b_c, w_hc, h0=None, c0=None):
@@ -93,6 +103,7 @@ def random_lstm(rng, I, H, S=None):
 
 @pytest.mark.parametrize("T,N,in_dims,H", [
     (1, 1, (3,), 2), (2, 3, (4,), 1), (17, 3, (5,), 7), (6, 2, (3, 2), 4), (5, 1, (6,), 2),
+    (2, 1, (1,), 7), (17, 1, (2, 2), 1), (1, 3, (3,), 7),
 ])
 def test_run_matches_torch_lstm(invoke, tmp_path, T, N, in_dims, H):
     rng = np.random.default_rng(T * 100 + H)
@@ -201,3 +212,81 @@ def test_run_rnn_hand_worked(invoke, tmp_path):
     cont = np.array([[0.0], [1.0]], np.float32)
     got = run_cli(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["o"]
     np.testing.assert_allclose(got.ravel(), [0.7452197, 0.7960585], atol=2e-7)
+
+
+def test_run_stacked_lstms_match_torch_two_layers(invoke, tmp_path):
+    """Two stacked LSTM layers equal torch.nn.LSTM(num_layers=2) with cont = [0, 1, ...]."""
+    T, N, I, H = 6, 3, 4, 5
+    rng = np.random.default_rng(21)
+    first, second = random_lstm(rng, I, H), random_lstm(rng, H, H)
+    text = lstm_prototxt(T, N, (I,), H) + (
+        'layer { name: "lstm2" type: "LSTM" bottom: "h" bottom: "cont" top: "h2" '
+        f'recurrent_param {{ num_output: {H} }} }}\n')
+    net, weights = tmp_path / "net.prototxt", tmp_path / "net.caffemodel"
+    net.write_text(text)
+    write_caffemodel(weights, [("lstm1", "LSTM", first), ("lstm2", "LSTM", second)])
+    x = rng.normal(size=(T, N, I)).astype(np.float32)
+    cont = np.ones((T, N), np.float32)
+    cont[0] = 0
+    got = run_cli(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["h2"]
+    lower, _, _ = torch_lstm(x, *first)
+    expected, _, _ = torch_lstm(lower.astype(np.float32), *second)
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("T,N,I,H", [(5, 3, 4, 2), (1, 1, 3, 7), (17, 2, 2, 1)])
+def test_run_rnn_matches_torch(invoke, tmp_path, T, N, I, H):
+    """RNN: h_t from torch.nn.RNN (tanh) with bias_hh = 0, then o_t = tanh(W_ho·h_t + b_o)."""
+    rng = np.random.default_rng(T + 10 * H)
+    w_xh, b_h, w_hh, w_ho, b_o = [rng.normal(0, 0.5, s).astype(np.float32) for s in
+                                  ((H, I), (H,), (H, H), (H, H), (H,))]
+    text = (f'layer {{ name: "input" type: "Input" top: "x" top: "cont" input_param {{ '
+            f'shape {{ dim: {T} dim: {N} dim: {I} }} shape {{ dim: {T} dim: {N} }} }} }}\n'
+            f'layer {{ name: "rnn1" type: "RNN" bottom: "x" bottom: "cont" top: "o" '
+            f'recurrent_param {{ num_output: {H} }} }}\n')
+    net, weights = write_net(tmp_path, text, [w_xh, b_h, w_hh, w_ho, b_o], "rnn1", "RNN")
+    x = rng.normal(size=(T, N, I)).astype(np.float32)
+    cont = np.ones((T, N), np.float32)
+    cont[0] = 0
+    got = run_cli(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["o"]
+    rnn = torch.nn.RNN(I, H, nonlinearity="tanh", dtype=torch.float64)
+    with torch.no_grad():
+        for param, value in ((rnn.weight_ih_l0, w_xh), (rnn.weight_hh_l0, w_hh),
+                             (rnn.bias_ih_l0, b_h)):
+            param.copy_(torch.from_numpy(value.astype(np.float64)))
+        rnn.bias_hh_l0.zero_()
+        h, _ = rnn(torch.from_numpy(x.astype(np.float64)))
+        expected = torch.tanh(h @ torch.from_numpy(w_ho.T.astype(np.float64))
+                              + torch.from_numpy(b_o.astype(np.float64))).numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("layout", ["flat_batch2_clip", "sequence_clip", "sequence_no_clip"])
+def test_run_fork_lstm_matches_torch(invoke, tmp_path, layout):
+    """The fork's Lstm (W_x, W_h, b = Caffe's W_xc, W_hc, b_c) in its layouts."""
+    T, N, I, H = 5, 2, 3, 4
+    rng = np.random.default_rng(3)
+    w_xc, b_c, w_hc = random_lstm(rng, I, H)
+    x = rng.normal(size=(T, N, I)).astype(np.float32)
+    clip = np.ones((T, N), np.float32)
+    clip[0] = 0
+    if layout == "flat_batch2_clip":
+        x_shape, clip_shape, feeds = (T * N, I), (T * N, 1), {
+            "x": x.reshape(T * N, I), "clip": clip.reshape(T * N, 1)}
+    else:
+        x_shape, clip_shape, feeds = (T, N, I), (T, N), {"x": x, "clip": clip}
+    with_clip = layout != "sequence_no_clip"
+    if not with_clip:
+        feeds.pop("clip")
+    dims = lambda shape: " ".join(f"dim: {d}" for d in shape)
+    tops = 'top: "x" top: "clip"' if with_clip else 'top: "x"'
+    shapes = f"shape {{ {dims(x_shape)} }}" + (f" shape {{ {dims(clip_shape)} }}" if with_clip
+                                                else "")
+    text = (f'layer {{ name: "input" type: "Input" {tops} input_param {{ {shapes} }} }}\n'
+            f'layer {{ name: "lstm1" type: "Lstm" bottom: "x" '
+            + ('bottom: "clip" ' if with_clip else "")
+            + f'top: "h" lstm_param {{ num_output: {H} batch_size: {N} }} }}\n')
+    net, weights = write_net(tmp_path, text, [w_xc, w_hc, b_c], "lstm1", "Lstm")
+    got = run_cli(invoke, tmp_path, net, weights, feeds)["h"]
+    expected, _, _ = torch_lstm(x, w_xc, b_c, w_hc)
+    np.testing.assert_allclose(got.reshape(T, N, H), expected, atol=1e-5, rtol=0)

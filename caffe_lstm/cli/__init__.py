@@ -48,3 +48,4 @@ def main() -> None:
 # Each import registers one command on `cli`.
 from caffe_lstm.cli import inspect as _inspect  # noqa: E402,F401
 from caffe_lstm.cli import run as _run  # noqa: E402,F401
+from caffe_lstm.cli import verify as _verify  # noqa: E402,F401

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from caffe_lstm.cli import cli
-from caffe_lstm.cli.options import (AppState, load, net_argument, pass_state, selection_options,
-                                    weights_option)
+from caffe_lstm.cli.options import (AppState, load, net_argument, pass_state, rewrite,
+                                    selection_options, weights_option)
 from caffe_lstm.ir.summary import summarize
 
 
@@ -17,12 +17,19 @@ from caffe_lstm.ir.summary import summarize
 @net_argument
 @weights_option(required=False)
 @selection_options
+@click.option("--rewritten", is_flag=True,
+              help="Show the graph after the recurrent rewrite (loops with their bodies).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @pass_state
 def inspect(state: AppState, net: Path, weights: Path | None, outputs: str, phase: str,
-            stages: tuple[str, ...], as_json: bool) -> None:
-    """Show the layers with their output and parameter shapes, the inputs and the outputs."""
+            stages: tuple[str, ...], rewritten: bool, as_json: bool) -> None:
+    """Show the layers with their output and parameter shapes, the inputs and the outputs.
+
+    Recurrent layers are listed as the ones the rewrite expands.
+    """
     loaded = load(net, weights, outputs, phase, stages)
+    if rewritten:
+        rewrite(loaded.graph)
     summary = summarize(loaded.graph)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
@@ -33,21 +40,23 @@ def inspect(state: AppState, net: Path, weights: Path | None, outputs: str, phas
 def _text(summary: dict, missing: list[str], have_weights: bool) -> list[str]:
     lines = ["inputs:"] + [f"  {name}  {_dims(s)}" for name, s in summary["inputs"].items()]
     lines += ["outputs:"] + [f"  {name}  {_dims(s)}" for name, s in summary["outputs"].items()]
-    lines += ["layers:"] + [_layer_line(layer) for layer in summary["layers"]]
+    lines += ["layers:"] + [line for layer in summary["layers"] for line in _layer_lines(layer)]
     recurrent = summary["recurrent"]
-    lines.append(f"recurrent layers: {', '.join(recurrent) if recurrent else 'none'}")
+    lines.append(f"recurrent layers (expanded by the rewrite): "
+                 f"{', '.join(recurrent) if recurrent else 'none'}")
     if have_weights and missing:
         lines.append(f"layers without weights in the caffemodel: {', '.join(missing)}")
     return lines
 
 
-def _layer_line(layer: dict) -> str:
+def _layer_lines(layer: dict, indent: str = "  ") -> list[str]:
     shapes = ", ".join(_dims(s) for s in layer["shapes"])
-    text = (f"  {layer['name']} ({layer['type']}): {', '.join(layer['bottoms']) or '-'} -> "
+    text = (f"{indent}{layer['name']} ({layer['type']}): {', '.join(layer['bottoms']) or '-'} -> "
             f"{', '.join(layer['tops']) or '-'}  {shapes}")
     if layer["blobs"]:
         text += "  blobs " + ", ".join(_dims(s) for s in layer["blobs"])
-    return text
+    body = [line for inner in layer.get("body", []) for line in _layer_lines(inner, indent + "    ")]
+    return [text] + body
 
 
 def _dims(shape: list[int] | None) -> str:

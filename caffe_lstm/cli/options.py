@@ -8,8 +8,12 @@ from typing import Callable
 
 import click
 
+from caffe_lstm.feeds import apply_feeds, random_feeds
+from caffe_lstm.files import load_npz
 from caffe_lstm.frontend.loader import LoadedNet, load_net
 from caffe_lstm.frontend.netstate import NetState
+from caffe_lstm.ir.graph import Graph
+from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 
 
 @dataclass
@@ -52,9 +56,31 @@ def selection_options(func: Callable) -> Callable:
     return func
 
 
+def input_options(func: Callable) -> Callable:
+    """--inputs and --seed: the arrays a run starts from."""
+    func = click.option("--seed", type=int, default=0, show_default=True,
+                        help="Seed of the random inputs made when --inputs is not given.")(func)
+    func = click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False, path_type=Path),
+                        help="Input arrays (.npz, keys = Caffe blob names, time-major).")(func)
+    return func
+
+
+def prepare_feeds(graph: Graph, inputs_path: Path | None, seed: int) -> dict:
+    """The arrays to run ``graph`` on: read from --inputs (shapes re-inferred), or random."""
+    if inputs_path is not None:
+        return apply_feeds(graph, load_npz(inputs_path), str(inputs_path))
+    return random_feeds(graph, seed)
+
+
 def load(net: Path, weights: Path | None, outputs: str, phase: str,
          stages: tuple[str, ...]) -> LoadedNet:
     """Loads the net with the selection options applied."""
     names = [name.strip() for name in outputs.split(",") if name.strip()]
     state = NetState(phase=phase, stages=frozenset(stages))
     return load_net(net, weights, state=state, outputs=names)
+
+
+def rewrite(graph: Graph, unroll: bool = False) -> Graph:
+    """The recurrent rewrite (in place): every recurrent layer becomes primitives and a Loop;
+    with ``unroll`` every Loop then becomes T step blocks."""
+    return run_passes(graph, DEFAULT_PIPELINE + (("unroll",) if unroll else ()))

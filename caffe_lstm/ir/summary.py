@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from caffe_lstm.ir.graph import Graph
+from caffe_lstm.ir.graph import Graph, Node
 
 #: Layer types the recurrent rewrite expands.
 RECURRENT_TYPES = ("LSTM", "RNN", "Lstm")
@@ -16,19 +16,24 @@ def summarize(graph: Graph) -> dict[str, Any]:
     return {
         "inputs": {v.name: _shape(v.shape) for v in graph.inputs},
         "outputs": {v.name: _shape(v.shape) for v in graph.outputs},
-        "layers": [
-            {
-                "name": node.name,
-                "type": node.op,
-                "bottoms": [v.name for v in node.inputs],
-                "tops": [v.name for v in node.outputs],
-                "shapes": [_shape(v.shape) for v in node.outputs],
-                "blobs": [_shape(v.shape) for v in node.weights],
-            }
-            for node in graph.nodes
-        ],
+        "layers": [_layer(node) for node in graph.nodes],
         "recurrent": [node.name for node in graph.nodes if node.op in RECURRENT_TYPES],
     }
+
+
+def _layer(node: Node) -> dict[str, Any]:
+    """One layer; a Loop also lists its body's layers under ``body``."""
+    layer = {
+        "name": node.name,
+        "type": node.op,
+        "bottoms": [v.name for v in node.inputs],
+        "tops": [v.name for v in node.outputs],
+        "shapes": [_shape(v.shape) for v in node.outputs],
+        "blobs": [_shape(v.shape) for v in node.weights],
+    }
+    if node.op == "Loop":
+        layer["body"] = [_layer(inner) for inner in node.attrs["body"].nodes]
+    return layer
 
 
 def _shape(shape) -> list[int] | None:

@@ -198,7 +198,7 @@ def _expand_fork_lstm(b: GraphBuilder, node: Node) -> None:
     step = _new_step(node.name, node.where)
     _lstm_cell(step, w_h, has_cont=bool(clip), has_static=False)
     states = [LoopState(name, hidden, False) for name in ("h", "c")]
-    h = Value(f"{node.name}/h") if flat else node.outputs[0]
+    h = Value(f"{node.name}/h_seq") if flat else node.outputs[0]
     _add_loop(b, node, iterated, step, states, [], [h] + _final_states(node, ("h_T", "c_T")))
     if flat:
         b.reshape("h_reshape", h, [-1, hidden], output=node.outputs[0])

@@ -69,7 +69,7 @@ def _initial_states(b: GraphBuilder, layout: LoopLayout, first: Value,
             states.append(next(given))
         else:
             # h_0 = 0 (and c_0 = 0): a constant, as the zero-filled inputs of Caffe's unrolled net
-            attrs = {"shape": [1, batch, state.size], "value": 0.0}
+            attrs = {"shapes": [[1, batch, state.size]], "values": [0.0]}
             states.append(b.add("DummyData", f"{state.name}_0", [], attrs)[0])
     return states
 
