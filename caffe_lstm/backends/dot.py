@@ -1,0 +1,302 @@
+"""Graphviz DOT text of a graph (pure text: writing it needs no Graphviz), and SVG rendering.
+
+What the drawing shows:
+
+- net inputs are ellipses, net outputs double ellipses; every node is a record
+  ``{name | op | output shape(s)}`` filled with a colour that a digest of its op picks from
+  PALETTE (one op, one colour, in every process);
+- nodes inserted by the rewrite (names starting with ``__``) have a dashed border;
+- every Loop is a cluster ``cluster_<origin>`` labelled ``loop <origin> (T steps)`` holding its
+  body: the step inputs (dashed ellipses: step slices, previous states, invariants), the body's
+  nodes, and the Loop node itself, which gathers the sequences and final states and is where the
+  loop's results leave the cluster;
+- an edge goes from producer to consumer, labelled with the value's shape; the carried states are
+  dashed back edges (``constraint=false``) from the node computing the next state to the body
+  input that receives it at the next step;
+- weights and constants are hidden (they are ``node.weights``, not edges).
+
+Everything comes out in graph order with sorted attributes: the same graph gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from caffe_lstm.errors import CaffeLstmError, OutputError
+from caffe_lstm.files import atomic_output
+from caffe_lstm.ir.graph import Graph, Node, Shape, Value
+from caffe_lstm.ops.loop import LoopLayout
+
+#: Fill colours (ColorBrewer Set3), indexed by a digest of the op name.
+PALETTE = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
+           "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f")
+
+#: Seconds Graphviz may take to render an SVG.
+RENDER_TIMEOUT = 120
+
+_HEADER = (
+    '  graph [fontname="Helvetica", rankdir="TB"];',
+    '  node [fontname="Helvetica", fontsize="10"];',
+    '  edge [fontname="Helvetica", fontsize="9"];',
+)
+_INPUT_STYLE = {"shape": "ellipse"}
+_OUTPUT_STYLE = {"shape": "ellipse", "peripheries": "2"}
+_STEP_INPUT_STYLE = {"shape": "ellipse", "style": "dashed"}
+_CLUSTER_STYLE = {"color": "#555555", "style": "rounded"}
+_BACK_EDGE_STYLE = {"constraint": "false", "style": "dashed", "color": "#1f5fbf"}
+
+
+class GraphvizUnavailableError(CaffeLstmError):
+    """Graphviz's ``dot`` program is not installed (or not on PATH)."""
+
+
+def write_dot(graph: Graph) -> str:
+    """The DOT text of ``graph`` (deterministic: the same graph gives byte-identical text)."""
+    return _DotWriter().write(graph)
+
+
+def fill_colour(op: str) -> str:
+    """The palette colour of ``op``: a stable digest, never Python's per-process ``hash()``."""
+    digest = hashlib.sha256(op.encode("utf-8")).digest()
+    return PALETTE[int.from_bytes(digest[:4], "big") % len(PALETTE)]
+
+
+# ---- the writer --------------------------------------------------------------------------------
+
+
+class _Ids:
+    """Unique node ids and cluster names, handed out in drawing order."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+
+    def unique(self, base: str, sep: str = "#") -> str:
+        name, n = base, 1
+        while name in self.taken:
+            n += 1
+            name = f"{base}{sep}{n}"
+        self.taken.add(name)
+        return name
+
+    def node(self, name: str) -> str:
+        """A quoted DOT id for a node called ``name``."""
+        return _quote_id(self.unique(name))
+
+    def cluster(self, origin: str) -> str:
+        """``cluster_<origin>`` reduced to [A-Za-z0-9_], so it needs no quotes."""
+        return self.unique("cluster_" + re.sub(r"[^A-Za-z0-9_]", "_", origin), sep="_")
+
+
+@dataclass
+class _DotWriter:
+    """Emits node statements as it walks the graph; edges are gathered and emitted last, at the
+    top level, so that they never pull a node into a cluster."""
+
+    lines: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    edges: list[str] = field(default_factory=list)
+    sources: dict[int, str] = field(default_factory=dict)  # id(Value) -> edge tail, id(Node) -> id
+    ids: _Ids = field(default_factory=_Ids)
+
+    def write(self, graph: Graph) -> str:
+        self.lines += [f"digraph {_quote_id(graph.name or 'net')} {{", *_HEADER]
+        for value in graph.inputs:
+            self.sources[id(value)] = self._value_node("  ", value, "", _INPUT_STYLE)
+        self._nodes(graph.nodes, "  ")
+        for value in graph.outputs:
+            target = self.ids.node(f"output/{value.name}")
+            attrs = {**_OUTPUT_STYLE, "label": _value_label(value)}
+            self.lines.append(_statement("  ", target, attrs))
+            self._edge(value, target)
+        return "\n".join(self.lines + self.orphans + self.edges + ["}"]) + "\n"
+
+    def _nodes(self, nodes: list[Node], indent: str) -> None:
+        for node in nodes:
+            if node.op == "Loop":
+                self._loop(node, indent)
+            else:
+                self._record(node, indent, [_output_text(node, v) for v in node.outputs])
+                for value in node.inputs:
+                    self._edge(value, self.sources[id(node)])
+
+    def _record(self, node: Node, indent: str, output_texts: list[str],
+                ported: bool = False) -> None:
+        """The node's record; registers its id and its outputs as edge tails (ports o0, o1...
+        when it has several outputs, or when ``ported``)."""
+        ident = self.ids.node(node.name)
+        self.sources[id(node)] = ident
+        ported = ported or len(node.outputs) > 1
+        self.lines.append(_statement(indent, ident, _record_attrs(node, output_texts, ported)))
+        for k, value in enumerate(node.outputs):
+            self.sources[id(value)] = f"{ident}:o{k}" if ported else ident
+
+    def _value_node(self, indent: str, value: Value, role: str, style: dict[str, str]) -> str:
+        """An ellipse for a net input or a loop's step input: its name, shape and role."""
+        ident = self.ids.node(f"input/{value.name}")
+        self.lines.append(_statement(indent, ident, {**style, "label": _value_label(value, role)}))
+        return ident
+
+    def _edge(self, value: Value, target: str, extra: dict[str, str] | None = None,
+              label: str = "") -> None:
+        """producer -> target, labelled with the shape; weights and constants are not drawn."""
+        if value.is_weight or value.is_constant:
+            return
+        if id(value) not in self.sources:  # no producer in sight: draw the value on its own
+            self.sources[id(value)] = self.ids.node(f"value/{value.name}")
+            attrs = {"shape": "ellipse", "style": "dotted", "label": _label_text(value.name)}
+            self.orphans.append(_statement("  ", self.sources[id(value)], attrs))
+        attrs = {"label": (label + " " if label else "") + _dims(value.shape), **(extra or {})}
+        self.edges.append(_statement("  ", f"{self.sources[id(value)]} -> {target}", attrs))
+
+    def _loop(self, node: Node, indent: str) -> None:
+        """The cluster: step inputs, body nodes, the Loop node; then the edges into and out of
+        the body and the back edges of the carried states."""
+        layout, inner = LoopLayout.of(node), indent + "  "
+        self.lines.append(f"{indent}subgraph {self.ids.cluster(node.origin)} {{")
+        label = _label_text(f"loop {node.origin} ({_steps(node)} steps)")
+        self.lines += [f"{inner}{key}={_quote_label(value)};"
+                       for key, value in sorted({**_CLUSTER_STYLE, "label": label}.items())]
+        body = layout.body
+        for value, role in zip(body.inputs, _step_input_roles(layout)):
+            self.sources[id(value)] = self._value_node(inner, value, role, _STEP_INPUT_STYLE)
+        for outer, step_input in _entries(layout, node.inputs):
+            self._edge(outer, self.sources[id(step_input)])
+        self._nodes(body.nodes, inner)
+        self._record(node, inner, _loop_output_texts(node, layout), ported=True)
+        self._loop_exits(node, layout)
+        self.lines.append(f"{indent}}}")
+
+    def _loop_exits(self, node: Node, layout: LoopLayout) -> None:
+        """Step outputs gather into the sequences, next states into the final states and, as
+        back edges, into the previous-state inputs of the next step."""
+        ident, s = self.sources[id(node)], len(layout.states)
+        body_outputs = layout.body.outputs
+        n_sequences = len(body_outputs) - s
+        for j, value in enumerate(body_outputs[s:]):
+            self._edge(value, f"{ident}:o{j}")
+        for i, (state, value) in enumerate(zip(layout.states, body_outputs)):
+            self._edge(value, f"{ident}:o{n_sequences + i}")
+            previous = layout.body.inputs[layout.n_iterate + i]
+            self._edge(value, self.sources[id(previous)], _BACK_EDGE_STYLE, f"next {state.name}")
+
+
+# ---- loop layout helpers -----------------------------------------------------------------------
+
+
+def _steps(node: Node) -> str:
+    shape = node.inputs[0].shape if node.inputs else None
+    return str(shape[0]) if shape else "T"
+
+
+def _step_input_roles(layout: LoopLayout) -> list[str]:
+    """What each body input receives: a step slice, a carried state, or an invariant."""
+    k, s = layout.n_iterate, len(layout.states)
+    roles = ["step slice t"] * k
+    roles += [f"state {state.name}" + ("" if state.has_initial else ", 0 at t=0")
+              for state in layout.states]
+    return roles + ["invariant"] * (len(layout.body.inputs) - k - s)
+
+
+def _entries(layout: LoopLayout, inputs: list[Value]) -> list[tuple[Value, Value]]:
+    """(loop input, the body input it feeds): iterated, initial states, invariants."""
+    iterated, initial, invariants = layout.split_inputs(inputs)
+    k, body = layout.n_iterate, layout.body.inputs
+    initialised = [k + i for i, state in enumerate(layout.states) if state.has_initial]
+    pairs = list(zip(iterated, body[:k])) + [(v, body[i]) for v, i in zip(initial, initialised)]
+    return pairs + list(zip(invariants, body[k + len(layout.states):]))
+
+
+def _loop_output_texts(node: Node, layout: LoopLayout) -> list[str]:
+    s = len(layout.states)
+    roles = ["all steps"] * (len(node.outputs) - s) + [f"last {st.name}" for st in layout.states]
+    return [_output_text(node, value) + r"\n" + role for value, role in zip(node.outputs, roles)]
+
+
+# ---- text --------------------------------------------------------------------------------------
+
+
+def _record_attrs(node: Node, output_texts: list[str], ported: bool) -> dict[str, str]:
+    """``{name | op | outputs}``; several outputs (or ``ported``) get one field (port) each."""
+    fields = [_record_text(node.name), _record_text(node.op)]
+    if output_texts and not ported:
+        fields.append(output_texts[0])
+    elif output_texts:
+        fields.append("{" + "|".join(f"<o{k}> {t}" for k, t in enumerate(output_texts)) + "}")
+    inserted = node.name.startswith("__")
+    return {"shape": "record", "label": "{" + "|".join(fields) + "}",
+            "style": "dashed,filled" if inserted else "filled",
+            "fillcolor": fill_colour(node.op)}
+
+
+def _value_label(value: Value, role: str = "") -> str:
+    """An ellipse's label: the value's name, its shape and, for a loop's step input, its role."""
+    return r"\n".join([_label_text(value.name), _dims(value.shape)] + ([role] if role else []))
+
+
+def _output_text(node: Node, value: Value) -> str:
+    """The shape, preceded by the value's name unless it is the node's own name."""
+    shape = _dims(value.shape)
+    return shape if value.name == node.name else _record_text(value.name) + r"\n" + shape
+
+
+def _dims(shape: Shape | None) -> str:
+    return "?" if shape is None else "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def _label_text(text: str) -> str:
+    """Text for an escString label: a backslash stands for itself (\\n would be a newline)."""
+    return text.replace("\\", "\\\\")
+
+
+def _record_text(text: str) -> str:
+    """Text for a record field: also { } | < > escaped, which would otherwise shape the record."""
+    return re.sub(r"([{}|<>])", r"\\\1", _label_text(text))
+
+
+def _quote_label(text: str) -> str:
+    """Quotes already-escaped label text: only ``"`` is escaped here."""
+    return '"' + text.replace('"', '\\"') + '"'
+
+
+def _quote_id(text: str) -> str:
+    """A quoted DOT id for any name (``/``, ``@``, ``-``, quotes and backslashes included)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _statement(indent: str, head: str, attrs: dict[str, str]) -> str:
+    listed = ", ".join(f"{key}={_quote_label(value)}" for key, value in sorted(attrs.items()))
+    return f"{indent}{head} [{listed}];"
+
+
+# ---- rendering ---------------------------------------------------------------------------------
+
+
+def render_svg(dot_path: Path, svg_path: Path, timeout: float = RENDER_TIMEOUT) -> None:
+    """Renders the DOT file ``dot_path`` to ``svg_path`` (atomically) with Graphviz's ``dot``."""
+    program = graphviz_program()
+    with atomic_output(svg_path) as tmp:
+        try:
+            done = subprocess.run([program, "-Tsvg", "-o", str(tmp), str(dot_path)],
+                                  capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise OutputError(f"Graphviz took longer than {timeout:g} s to render the SVG",
+                              str(svg_path), f"render it yourself: dot -Tsvg {dot_path}") from None
+        if done.returncode != 0:
+            reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
+            raise OutputError(f"Graphviz could not render the SVG ({reason})", str(svg_path))
+
+
+def graphviz_program() -> str:
+    """The path of Graphviz's ``dot``, or GraphvizUnavailableError saying how to install it."""
+    program = shutil.which("dot")
+    if program is None:
+        raise GraphvizUnavailableError(
+            "--svg needs Graphviz's `dot` program, which is not on PATH", "",
+            "install Graphviz (apt-get install graphviz, or brew install graphviz) "
+            "or leave out --svg")
+    return program
