@@ -22,15 +22,32 @@ def random_feeds(graph: Graph, seed: int) -> dict[str, np.ndarray]:
 
 def _random_input(graph: Graph, value: Value, rng: np.random.Generator) -> np.ndarray:
     shape = value.shape
+    if _is_cont(graph, value):
+        cont = np.ones(shape, np.float32)
+        cont[:1] = 0  # a new sequence starts at t = 0 (the leading axis is time)
+        return cont
     for node in graph.users(value):
-        position = next(i for i, v in enumerate(node.inputs) if v is value)
-        if (node.op, position) in _CONT_BOTTOMS:
-            cont = np.ones(shape, np.float32)
-            cont[:1] = 0  # a new sequence starts at t = 0 (the leading axis is time)
-            return cont
         if node.op == "Embed":
             return rng.integers(0, node.attrs["input_dim"], size=shape).astype(np.float32)
     return rng.standard_normal(shape).astype(np.float32)
+
+
+def _is_cont(graph: Graph, value: Value) -> bool:
+    """Whether ``value`` is a continuation indicator: the cont bottom of a recurrent layer, or,
+    in a rewritten net read back from files, the factor of a delta node (two-bottom Scale on
+    axis 0), possibly through the Slice/Reshape/Loop that hand it to the step."""
+    for node in graph.users(value):
+        position = next(i for i, v in enumerate(node.inputs) if v is value)
+        if (node.op, position) in _CONT_BOTTOMS:
+            return True
+        if node.op == "Scale" and position == 1 and node.attrs.get("axis") == 0:
+            return True
+        if node.op in ("Slice", "Reshape") and any(_is_cont(graph, v) for v in node.outputs):
+            return True
+        if node.op == "Loop" and position < node.attrs["n_iterate"]:
+            body = node.attrs["body"]
+            return _is_cont(body, body.inputs[position])
+    return False
 
 
 def apply_feeds(graph: Graph, feeds: Mapping[str, np.ndarray], source: str) -> dict[

@@ -34,6 +34,9 @@ ADDED_MESSAGES = {
     "ContinuationIndicatorParameter",
     "CTCDecoderParameter",
     "DenseBlockParameter",
+    # Our Loop layer (Part D).
+    "LoopParameter",
+    "LoopState",
 }
 # Fields added to master messages: (message, field name) -> our field number.
 ADDED_FIELDS = {
@@ -53,6 +56,8 @@ ADDED_FIELDS = {
     ("RecurrentParameter", "peephole"): 1004,
     ("RecurrentParameter", "num_proj"): 1005,
     ("RecurrentParameter", "cell_clip"): 1006,
+    # Our Loop layer (Part D), written by `caffe-lstm rewrite`.
+    ("LayerParameter", "loop_param"): 1100,
 }
 # Enums added (full name relative to the package).
 ADDED_ENUMS = {"RecurrentParameter.RecurrentActivation"}
@@ -143,9 +148,10 @@ def test_master_counts_match_upstream():
 
 
 def test_total_counts():
-    # Master + additions: 8 fork messages with 32 fields, 14 added fields, 1 enum with 5 values.
-    assert len(FILE.message_type) == 63 + 8
-    assert sum(len(m.field) for m in FILE.message_type) == 423 + 14 + 32
+    # Master + additions: 8 fork messages with 32 fields, 2 Loop messages with 6 + 3 fields,
+    # 15 added fields, 1 enum with 5 values.
+    assert len(FILE.message_type) == 63 + 8 + 2
+    assert sum(len(m.field) for m in FILE.message_type) == 423 + 15 + 32 + 6 + 3
     enums = [e for _, e in _walk_enums()]
     assert len(enums) == 26 + 1
     assert sum(len(e.value) for e in enums) == 111 + 5
@@ -343,6 +349,41 @@ def test_extension_in_text_format():
     assert rp.candidate_activation == caffe_pb2.RecurrentParameter.CLIPPED_RELU
     assert rp.cell_activation == caffe_pb2.RecurrentParameter.IDENTITY
     assert (rp.relu_clip, rp.peephole, rp.num_proj, rp.cell_clip) == (6.0, True, 4, 3.5)
+
+
+@pytest.mark.parametrize(
+    "message, name, number, type_, label",
+    [
+        ("LoopParameter", "layer", 6, FDP.TYPE_MESSAGE, FDP.LABEL_REPEATED),
+        ("LoopParameter", "input", 1, FDP.TYPE_STRING, FDP.LABEL_REPEATED),
+        ("LoopParameter", "output", 2, FDP.TYPE_STRING, FDP.LABEL_REPEATED),
+        ("LoopParameter", "num_iterated", 3, FDP.TYPE_UINT32, FDP.LABEL_OPTIONAL),
+        ("LoopParameter", "num_sequence_outputs", 4, FDP.TYPE_UINT32, FDP.LABEL_OPTIONAL),
+        ("LoopParameter", "state", 5, FDP.TYPE_MESSAGE, FDP.LABEL_REPEATED),
+        ("LoopState", "name", 1, FDP.TYPE_STRING, FDP.LABEL_OPTIONAL),
+        ("LoopState", "size", 2, FDP.TYPE_UINT32, FDP.LABEL_OPTIONAL),
+        ("LoopState", "has_initial", 3, FDP.TYPE_BOOL, FDP.LABEL_OPTIONAL),
+    ],
+)
+def test_loop_message_field(message, name, number, type_, label):
+    f = field(message, name)
+    assert (f.number, f.type, f.label) == (number, type_, label)
+
+
+def test_loop_param_nests_layers_in_text_format():
+    net = text_format.Parse(
+        'layer { name: "__l/loop" type: "Loop" bottom: "x" top: "y"\n'
+        '  loop_param { num_iterated: 1 num_sequence_outputs: 1 input: "x_t" input: "h_prev"\n'
+        '    output: "h" output: "h" state { name: "h" size: 3 }\n'
+        '    layer { name: "__l/h" type: "TanH" bottom: "x_t" top: "h" } } }',
+        caffe_pb2.NetParameter(),
+    )
+    loop = net.layer[0].loop_param
+    assert field("LayerParameter", "loop_param").type_name == ".caffe.LoopParameter"
+    assert field("LoopParameter", "layer").type_name == ".caffe.LayerParameter"
+    assert [layer.type for layer in loop.layer] == ["TanH"]
+    assert (list(loop.input), list(loop.output)) == (["x_t", "h_prev"], ["h", "h"])
+    assert (loop.state[0].name, loop.state[0].size, loop.state[0].has_initial) == ("h", 3, False)
 
 
 # ---- the real-model corpus -------------------------------------------------------------------------

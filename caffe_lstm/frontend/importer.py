@@ -3,6 +3,10 @@
 Caffe's in-place tops are renamed so that every value has one producer: the last version of a
 blob keeps the Caffe name (what users see in outputs), earlier versions are called
 ``<blob>@<producing layer>``. Input layers become the net's input values.
+
+A ``Loop`` layer (our own type, written by ``caffe-lstm rewrite``) becomes a Loop node whose
+body graph is imported from ``loop_param.layer`` by the same code, its inputs being the blobs
+named in ``loop_param.input``.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ from caffe_lstm.frontend.params import to_params
 from caffe_lstm.frontend.upgrade import SourceLayer
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops import get_op
+from caffe_lstm.ops.loop import LoopState
 
 #: Layer types that produce the net's inputs instead of becoming nodes.
 INPUT_TYPES = ("Input",)
+#: Our layer type for a recurrence kept as a loop; its attrs come from ``loop_param``.
+LOOP_TYPE = "Loop"
 
 
 def import_layers(layers: Sequence[SourceLayer], file: str, outputs: Sequence[str] = (),
@@ -94,7 +101,10 @@ class _GraphBuilder:
         inputs = [self._bottom(blob, layer, where) for blob in layer.bottom]
         outputs = [self._new_value(top, layer.name) for top in layer.top]
         node = Node(layer.name, layer.type, inputs, outputs, where=where)
-        node.attrs = _parse_attrs(node, layer)
+        if layer.type == LOOP_TYPE:
+            node.attrs = _loop_attrs(node, layer.loop_param, self.file)
+        else:
+            node.attrs = _parse_attrs(node, layer)
         _check_counts(node)
         self.graph.nodes.append(node)
 
@@ -125,6 +135,21 @@ class _GraphBuilder:
             self.current[top] = value
             self.graph.inputs.append(value)
 
+    def add_body_input(self, name: str) -> None:
+        """A loop body input: a value without a producer (the Loop feeds it every step)."""
+        value = Value(name)
+        self.current[name] = value
+        self.graph.inputs.append(value)
+
+    def finish_body(self, outputs: Sequence[str], loop: Node) -> Graph:
+        """The body graph: every input kept (their positions matter), outputs by name."""
+        unknown = [name for name in outputs if name not in self.current]
+        if unknown:
+            raise GraphError(f"loop_param.output names unknown blob(s) {', '.join(unknown)}",
+                             loop.label, "name blobs that the body's layers produce")
+        self.graph.outputs = [self.current[name] for name in outputs]
+        return self.graph
+
     def finish(self, outputs: Sequence[str]) -> Graph:
         graph = self.graph
         used = {id(v) for node in graph.nodes for v in node.inputs}
@@ -145,6 +170,48 @@ def _parse_attrs(node: Node, layer) -> dict:
     except CaffeLstmError as exc:
         exc.where = exc.where or node.label
         raise type(exc)(exc.what, exc.where, exc.hint) from None
+
+
+def _loop_attrs(node: Node, param, file: str) -> dict:
+    """A Loop node's attrs from its ``loop_param``; the body is imported recursively."""
+    body = _import_body(node, param, file)
+    states = tuple(LoopState(s.name, s.size, s.has_initial) for s in param.state)
+    attrs = {"body": body, "n_iterate": param.num_iterated, "states": states,
+             "n_sequence_outputs": param.num_sequence_outputs}
+    _check_loop_layout(node, attrs)
+    return attrs
+
+
+def _import_body(loop: Node, param, file: str) -> Graph:
+    sources = [SourceLayer(layer) for layer in param.layer]
+    _check_supported(sources, file)
+    builder = _GraphBuilder(sources, file, f"{loop.name}/step")
+    for name in param.input:
+        builder.add_body_input(name)
+    for source in sources:
+        builder.add(source)
+    return builder.finish_body(param.output, loop)
+
+
+def _check_loop_layout(node: Node, attrs: dict) -> None:
+    """loop_param must fit the layer (ops/loop.py): body inputs = iterated + states +
+    invariants, body outputs = states + step outputs, tops = sequences + final states."""
+    n_iterate, n_steps = attrs["n_iterate"], attrs["n_sequence_outputs"]
+    n_states = len(attrs["states"])
+    initial = sum(state.has_initial for state in attrs["states"])
+    invariants = len(node.inputs) - n_iterate - initial
+    hint = "write the Loop layer again with caffe-lstm rewrite"
+    if n_iterate < 1 or invariants < 0:
+        raise GraphError(f"loop_param: expected 1 to {len(node.inputs) - initial} iterated "
+                         f"bottoms, found num_iterated {n_iterate}", node.label, hint)
+    body = attrs["body"]
+    for what, expected, found in (("body inputs", len(node.inputs) - initial + n_states,
+                                   len(body.inputs)),
+                                  ("body outputs", n_states + n_steps, len(body.outputs)),
+                                  ("tops", n_steps + n_states, len(node.outputs))):
+        if expected != found:
+            raise GraphError(f"loop_param: expected {expected} {what}, found {found}",
+                             node.label, hint)
 
 
 def _check_counts(node: Node) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.frontend.caffemodel import LayerBlobs
@@ -15,7 +15,8 @@ def attach_weights(graph: Graph, layers: Sequence[LayerBlobs], path: str | Path)
 
     Caffe matches by layer name only (the first layer with the name), requires the same number of
     blobs, and applies its legacy 4-D shape rule; layers of the file that the net does not have
-    are ignored.
+    are ignored. Nodes inside loop bodies get theirs the same way (their names are unique in
+    the net).
 
     Returns:
         Names of the nodes that need weights but whose layer is not in the file.
@@ -27,7 +28,7 @@ def attach_weights(graph: Graph, layers: Sequence[LayerBlobs], path: str | Path)
     for layer in layers:
         by_name.setdefault(layer.name, layer)
     missing = []
-    for node in graph.nodes:
+    for node in _all_nodes(graph):
         if not node.weights:
             continue
         if node.name not in by_name:
@@ -35,6 +36,14 @@ def attach_weights(graph: Graph, layers: Sequence[LayerBlobs], path: str | Path)
             continue
         _attach(node, by_name[node.name], path)
     return missing
+
+
+def _all_nodes(graph: Graph) -> Iterator[Node]:
+    """Every node in order, each Loop followed by the nodes of its body (recursively)."""
+    for node in graph.nodes:
+        yield node
+        if node.op == "Loop":
+            yield from _all_nodes(node.attrs["body"])
 
 
 def _attach(node: Node, layer: LayerBlobs, path: str | Path) -> None:
