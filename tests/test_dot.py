@@ -178,11 +178,11 @@ def test_carried_states_are_back_edges_and_results_leave_the_loop(invoke):
                                    for lstm in ("lstm1", "lstm2") for s in ("h", "c")])
     # lstm1's sequence (T, N, H) leaves the loop for lstm2's input projection
     assert ("__lstm1/loop:o0", "__lstm2/x_transform", {"label": "(10, 2, 24)"}) in edges
-    # the net inputs enter the loops as step slices, the static input through the Tile
+    # the net inputs enter the loops as step slices, the static projection as an invariant
     assert ("cont_sentence" not in _all_nodes(graph)) and "input/cont_sentence" in _nodes(graph)
     assert ("input/cont_sentence", "input/lstm2/cont_t", {"label": "(10, 2)"}) in edges
-    assert ("__lstm2/W_xc_x_static_tile", "input/lstm2/W_xc_x_static_t",
-            {"label": "(10, 2, 96)"}) in edges
+    assert ("__lstm2/W_xc_x_static", "input/lstm2/W_xc_x_static",
+            {"label": "(1, 2, 96)"}) in edges
 
 
 def test_weights_are_not_drawn(invoke):

@@ -66,11 +66,14 @@ def test_inserted_nodes_are_marked_and_named_after_caffe_blobs():
     for node in [*graph.nodes, *body.nodes]:
         if node.origin != node.name:
             assert node.name.startswith("__") and node.origin in ("lstm1", "lstm2")
-    # the static input: one InnerProduct without bias, then a Tile over time
-    static = graph.node("__lstm2/W_xc_x_static")
+    # the static input: one InnerProduct without bias, outside the loop, read by every step
+    static = graph.node("__lstm2/W_xc_x_static_preshape")
     assert static.op == "InnerProduct" and not static.attrs["bias_term"]
-    tile = graph.node("__lstm2/W_xc_x_static_tile")
-    assert tile.op == "Tile" and tile.attrs == {"axis": 0, "tiles": 10}
+    loop = graph.node("__lstm2/loop")
+    assert loop.inputs[-1] is graph.node("__lstm2/W_xc_x_static").outputs[0]
+    assert body.inputs[-1].name == "lstm2/W_xc_x_static"
+    gate_input = body.nodes[[n.name for n in body.nodes].index("__lstm2/gate_input")]
+    assert gate_input.inputs[-1] is body.inputs[-1]
     # the delta nodes: cont_t times the carried h and c (two-bottom Scale on axis 0)
     deltas = [n for n in body.nodes if n.op == "Scale"]
     assert [n.inputs[1].name for n in deltas] == ["lstm2/cont_t", "lstm2/cont_t"]

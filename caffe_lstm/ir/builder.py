@@ -59,6 +59,3 @@ class GraphBuilder:
                 output: Value | None = None) -> Value:
         attrs = {"shape": list(dims), "axis": 0, "num_axes": -1}
         return self.add("Reshape", name, [x], attrs, outputs=[output] if output else None)[0]
-
-    def tile(self, name: str, x: Value, axis: int, tiles: int) -> Value:
-        return self.add("Tile", name, [x], {"axis": axis, "tiles": tiles})[0]

@@ -1,8 +1,9 @@
 """The recurrent surgery: every LSTM, RNN and fork Lstm becomes primitive layers plus one Loop.
 
 Outside the loop: the input projection of all time steps (one InnerProduct, axis 2) and, for
-a static input, one InnerProduct without bias followed by a Tile over the time axis. Inside
-the loop body, per step: the delta node (cont_t times the carried state, Caffe's two-bottom
+a static input, one InnerProduct without bias whose (1, N, G) result every step reads (a loop
+invariant, as in Caffe's own unrolled net; a Tile over time would fix T at rewrite time and
+break engines with a dynamic sequence length). Inside the loop body, per step: the delta node (cont_t times the carried state, Caffe's two-bottom
 Scale on axis 0), the one recurrent InnerProduct, the gate sum, the gates sliced by name, their
 activations and the cell and hidden updates. Names follow Caffe's own unrolled net
 (lstm_layer.cpp FillUnrolledNet): W_xc_x, h_conted, W_hc_h, gate_input, c, h.
@@ -69,12 +70,12 @@ def _masked(b: GraphBuilder, name: str, state: Value, cont_t: Value | None) -> V
 
 
 def _lstm_cell(step: _Step, w_hc: Value, has_cont: bool, has_static: bool) -> None:
-    """One LSTMUnit step; body inputs W_xc_x_t, [cont_t], [W_xc_x_static_t], h_prev, c_prev."""
+    """One LSTMUnit step; body inputs W_xc_x_t, [cont_t], h_prev, c_prev, [W_xc_x_static]."""
     b = step.builder
     w_xc_x_t = step.input("W_xc_x_t")
     cont_t = step.input("cont_t") if has_cont else None
-    static_t = [step.input("W_xc_x_static_t")] if has_static else []
     h_prev, c_prev = step.input("h_prev"), step.input("c_prev")
+    static_t = [step.input("W_xc_x_static")] if has_static else []
     # h_conted = cont_t · h_{t-1}
     h_conted = _masked(b, "h_conted", h_prev, cont_t)
     # W_hc_h = h_conted · W_hcᵀ   (the one recurrent matrix multiply)
@@ -95,11 +96,11 @@ def _lstm_cell(step: _Step, w_hc: Value, has_cont: bool, has_static: bool) -> No
 
 
 def _rnn_cell(step: _Step, w_hh: Value, w_ho: Value, b_o: Value, has_static: bool) -> None:
-    """One RNN step; body inputs W_xh_x_t, cont_t, [W_xh_x_static_t], h_prev."""
+    """One RNN step; body inputs W_xh_x_t, cont_t, h_prev, [W_xh_x_static]."""
     b = step.builder
     w_xh_x_t, cont_t = step.input("W_xh_x_t"), step.input("cont_t")
-    static_t = [step.input("W_xh_x_static_t")] if has_static else []
     h_prev = step.input("h_prev")
+    static_t = [step.input("W_xh_x_static")] if has_static else []
     # h_conted = cont_t · h_{t-1}
     h_conted = _masked(b, "h_conted", h_prev, cont_t)
     # h_neuron_input = h_conted · W_hhᵀ + W_xh_x_t (+ W_xh_x_static)
@@ -115,14 +116,12 @@ def _rnn_cell(step: _Step, w_hh: Value, w_ho: Value, b_o: Value, has_static: boo
 # ---- the layers --------------------------------------------------------------------------------
 
 
-def _static_projection(b: GraphBuilder, node: Node, x_static: Value, w_static: Value,
-                       name: str, steps: int) -> Value:
-    """W_x_static·x_static, seen by every step: InnerProduct (axis 1), Reshape, Tile on time."""
+def _static_projection(b: GraphBuilder, x_static: Value, w_static: Value, name: str) -> Value:
+    """W_x_static·x_static, the same for every step: InnerProduct (axis 1) and Reshape."""
     # W_xc_x_static = x_static · W_xc_staticᵀ   (N, G), no bias
-    projected = b.inner_product(name, x_static, w_static, axis=1)
-    reshaped = b.reshape(f"{name}_reshape", projected, [1, -1, w_static.shape[0]])
-    # tiled over the T steps so that the loop takes one slice per step
-    return b.tile(f"{name}_tile", reshaped, axis=0, tiles=steps)
+    projected = b.inner_product(f"{name}_preshape", x_static, w_static, axis=1)
+    # as (1, N, G), the shape of one step's gate input
+    return b.reshape(name, projected, [1, -1, w_static.shape[0]])
 
 
 def _recurrent_bottoms(node: Node, n_states: int) -> tuple[Value, Value, Value | None, list]:
@@ -134,11 +133,12 @@ def _recurrent_bottoms(node: Node, n_states: int) -> tuple[Value, Value, Value |
 
 
 def _add_loop(b: GraphBuilder, node: Node, iterated: list[Value], step: _Step,
-              states: list[LoopState], initial: list[Value], outputs: list[Value]) -> None:
+              states: list[LoopState], initial: list[Value], outputs: list[Value],
+              invariants: list[Value]) -> None:
     """The Loop node; its outputs are the recurrent layer's own tops (plus unused final states)."""
     attrs = {"body": step.graph, "n_iterate": len(iterated), "states": states,
              "n_sequence_outputs": len(step.graph.outputs) - len(states)}
-    loop = Node(f"__{node.name}/loop", "Loop", iterated + initial, outputs, attrs,
+    loop = Node(f"__{node.name}/loop", "Loop", iterated + initial + invariants, outputs, attrs,
                 origin=node.name, where=node.where)
     b.graph.nodes.append(loop)
 
@@ -153,31 +153,31 @@ def _final_states(node: Node, names: tuple[str, ...]) -> list[Value]:
 def _expand_lstm(b: GraphBuilder, node: Node) -> None:
     x, cont, x_static, exposed = _recurrent_bottoms(node, 2)
     w_xc, b_c, *w_static, w_hc = node.weights
-    hidden, steps = node.attrs["num_output"], x.shape[0]
+    hidden = node.attrs["num_output"]
     # W_xc_x = x · W_xcᵀ + b_c, all T steps at once   (T, N, 4H)
     iterated = [b.inner_product("x_transform", x, w_xc, b_c, top="W_xc_x"), cont]
-    if x_static is not None:
-        iterated.append(_static_projection(b, node, x_static, w_static[0], "W_xc_x_static", steps))
+    invariants = ([_static_projection(b, x_static, w_static[0], "W_xc_x_static")]
+                  if x_static is not None else [])
     step = _new_step(node.name, node.where)
     _lstm_cell(step, w_hc, has_cont=True, has_static=x_static is not None)
     states = [LoopState(name, hidden, bool(exposed)) for name in ("h", "c")]
     outputs = [node.outputs[0]] + _final_states(node, ("h_T", "c_T"))
-    _add_loop(b, node, iterated, step, states, exposed, outputs)
+    _add_loop(b, node, iterated, step, states, exposed, outputs, invariants)
 
 
 def _expand_rnn(b: GraphBuilder, node: Node) -> None:
     x, cont, x_static, exposed = _recurrent_bottoms(node, 1)
     w_xh, b_h, *w_static, w_hh, w_ho, b_o = node.weights
-    hidden, steps = node.attrs["num_output"], x.shape[0]
+    hidden = node.attrs["num_output"]
     # W_xh_x = x · W_xhᵀ + b_h, all T steps at once   (T, N, H)
     iterated = [b.inner_product("x_transform", x, w_xh, b_h, top="W_xh_x"), cont]
-    if x_static is not None:
-        iterated.append(_static_projection(b, node, x_static, w_static[0], "W_xh_x_static", steps))
+    invariants = ([_static_projection(b, x_static, w_static[0], "W_xh_x_static")]
+                  if x_static is not None else [])
     step = _new_step(node.name, node.where)
     _rnn_cell(step, w_hh, w_ho, b_o, has_static=x_static is not None)
     states = [LoopState("h", hidden, bool(exposed))]
     outputs = [node.outputs[0]] + _final_states(node, ("h_T",))
-    _add_loop(b, node, iterated, step, states, exposed, outputs)
+    _add_loop(b, node, iterated, step, states, exposed, outputs, invariants)
 
 
 def _expand_fork_lstm(b: GraphBuilder, node: Node) -> None:
@@ -199,7 +199,7 @@ def _expand_fork_lstm(b: GraphBuilder, node: Node) -> None:
     _lstm_cell(step, w_h, has_cont=bool(clip), has_static=False)
     states = [LoopState(name, hidden, False) for name in ("h", "c")]
     h = Value(f"{node.name}/h_seq") if flat else node.outputs[0]
-    _add_loop(b, node, iterated, step, states, [], [h] + _final_states(node, ("h_T", "c_T")))
+    _add_loop(b, node, iterated, step, states, [], [h] + _final_states(node, ("h_T", "c_T")), [])
     if flat:
         b.reshape("h_reshape", h, [-1, hidden], output=node.outputs[0])
 
