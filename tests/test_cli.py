@@ -203,3 +203,25 @@ def _assert_one_error_line(args, needle):
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     assert needle in lines[0], lines[0]
     assert "Traceback" not in proc.stderr
+
+
+# ---- verify: the recurrent equations against the rewritten graph ---------------------------------
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_verify_prints_a_table_and_passes(invoke, name):
+    net, weights = sample(name)
+    result = invoke("verify", net, "-w", weights, "--seed", 1)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].split() == ["output", "shape", "max", "abs", "err", "max", "rel", "err"]
+    assert lines[2].startswith("probs") and lines[2].endswith("ok")
+
+
+def test_verify_exits_1_on_a_mismatch(tmp_path):
+    """Zero tolerance: float32 summation order already differs between the two graphs."""
+    net, weights = sample("captioner")
+    proc = _cli("verify", net, "-w", weights, "--atol", 0, "--rtol", 0)
+    assert proc.returncode == 1
+    assert "MISMATCH" in proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: 1 of 1 outputs differ beyond")
