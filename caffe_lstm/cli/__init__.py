@@ -51,3 +51,4 @@ from caffe_lstm.cli import run as _run  # noqa: E402,F401
 from caffe_lstm.cli import verify as _verify  # noqa: E402,F401
 from caffe_lstm.cli import dot as _dot  # noqa: E402,F401
 from caffe_lstm.cli import rewrite as _rewrite  # noqa: E402,F401
+from caffe_lstm.cli import convert as _convert  # noqa: E402,F401

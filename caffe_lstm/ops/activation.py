@@ -29,6 +29,10 @@ class Sigmoid(_SameShape):
         # σ(x) = 0.5·tanh(0.5·x) + 0.5, as Caffe's CPU code computes it: exp cannot overflow.
         return (np.float32(0.5) * np.tanh(np.float32(0.5) * x) + np.float32(0.5),)
 
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        return (_activation(ctx, x, ctx.trt.ActivationType.SIGMOID),)
+
 
 @register_op
 class TanH(_SameShape):
@@ -40,6 +44,10 @@ class TanH(_SameShape):
     @staticmethod
     def numpy(node: Node, x):
         return (np.tanh(x),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        return (_activation(ctx, x, ctx.trt.ActivationType.TANH),)
 
 
 @register_op
@@ -57,6 +65,14 @@ class ReLU(_SameShape):
     def numpy(node: Node, x):
         slope = np.float32(node.attrs["negative_slope"])
         return (np.maximum(x, 0) + slope * np.minimum(x, 0),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        slope, kinds = node.attrs["negative_slope"], ctx.trt.ActivationType
+        if slope == 0:
+            return (_activation(ctx, x, kinds.RELU),)
+        # LEAKY_RELU: y = x for x ≥ 0, alpha·x below
+        return (_activation(ctx, x, kinds.LEAKY_RELU, alpha=slope),)
 
 
 @register_op
@@ -76,6 +92,10 @@ class Dropout(_SameShape):
     @staticmethod
     def numpy(node: Node, x):
         return (x,)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        return (x,)  # the input tensor itself: no layer, the emitter keeps its name
 
 
 @register_op
@@ -100,3 +120,17 @@ class Softmax(_SameShape):
         # Subtracting the max changes nothing mathematically and keeps exp from overflowing.
         e = np.exp(x - x.max(axis=axis, keepdims=True))
         return (e / e.sum(axis=axis, keepdims=True),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        layer = ctx.network.add_softmax(x)
+        layer.axes = 1 << canonical_axis(node, node.attrs["axis"], len(x.shape))  # a bitmask
+        return (ctx.out(layer),)
+
+
+def _activation(ctx, x, kind, alpha: float | None = None):
+    """One IActivationLayer named after the node."""
+    layer = ctx.network.add_activation(x, kind)
+    if alpha is not None:
+        layer.alpha = alpha
+    return ctx.out(layer)

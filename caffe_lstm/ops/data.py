@@ -51,6 +51,13 @@ class DummyData(Op):
         values = _per_top(node, node.attrs["values"] or [0.0], "data_filler")
         return tuple(np.full(s, v, np.float32) for s, v in zip(shapes, values))
 
+    @staticmethod
+    def tensorrt(ctx, node: Node):
+        arrays = DummyData.numpy(node)  # constants of the static shapes
+        if len(arrays) == 1:
+            return (ctx.constant(arrays[0], ""),)
+        return tuple(ctx.constant(a, str(i)) for i, a in enumerate(arrays))
+
 
 def _per_top(node: Node, items: list, what: str) -> list:
     """One entry for every top: a single entry is shared, else exactly one per top."""

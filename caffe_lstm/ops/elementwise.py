@@ -51,6 +51,21 @@ class Eltwise(Op):
         # y = Σ coeff_i · x_i
         return (reduce(np.add, (np.float32(c) * x for c, x in zip(coeffs, bottoms))),)
 
+    @staticmethod
+    def tensorrt(ctx, node: Node, *bottoms):
+        ops = ctx.trt.ElementWiseOperation
+        operation = node.attrs["operation"]
+        if operation == "SUM":  # y = Σ coeff_i · x_i; a coeff of 1 needs no product
+            coeffs = node.attrs.get("coeff") or [1.0] * len(bottoms)
+            bottoms = [x if c == 1 else _times(ctx, x, c, f"coeff{i}")
+                       for i, (c, x) in enumerate(zip(coeffs, bottoms))]
+        combine = {"PROD": ops.PROD, "SUM": ops.SUM, "MAX": ops.MAX}[operation]
+        y = bottoms[0]
+        for index, x in enumerate(bottoms[1:], start=1):
+            last = index == len(bottoms) - 1  # the last layer carries the node's plain name
+            y = ctx.out(ctx.network.add_elementwise(y, x, combine), "" if last else f"{index}")
+        return (y,)
+
 
 def _check_eltwise_params(node: Node, n_bottoms: int) -> None:
     """Caffe's eltwise_layer.cpp LayerSetUp checks on ``operation`` and ``coeff``."""
@@ -104,6 +119,17 @@ class Scale(Op):
             y = y + broadcast_operand(node, x, b)
         return (y,)
 
+    @staticmethod
+    def tensorrt(ctx, node: Node, x, s, b=None):
+        # s is bottom 1 (an ITensor) or learned blob 0 (an array), as in numpy
+        ops = ctx.trt.ElementWiseOperation
+        scale = _aligned_operand(ctx, node, x, s, "scale")
+        y = ctx.out(ctx.network.add_elementwise(x, scale, ops.PROD), "" if b is None else "scale")
+        if b is None:
+            return (y,)
+        bias = _aligned_operand(ctx, node, x, b, "bias")
+        return (ctx.out(ctx.network.add_elementwise(y, bias, ops.SUM)),)
+
 
 @register_op
 class Bias(Op):
@@ -133,6 +159,11 @@ class Bias(Op):
     @staticmethod
     def numpy(node: Node, x, b):
         return (x + broadcast_operand(node, x, b),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x, b):
+        bias = _aligned_operand(ctx, node, x, b, "bias")
+        return (ctx.out(ctx.network.add_elementwise(x, bias, ctx.trt.ElementWiseOperation.SUM)),)
 
 
 def learned_operand_shape(node: Node, x: Shape) -> Shape:
@@ -192,3 +223,50 @@ class Power(Op):
     def numpy(node: Node, x):
         power, scale, shift = (np.float32(node.attrs[k]) for k in ("power", "scale", "shift"))
         return (np.power(shift + scale * x, power),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        # y = (shift + scale·x)^power, skipping the steps that change nothing
+        power, scale, shift = (node.attrs[k] for k in ("power", "scale", "shift"))
+        ops, y = ctx.trt.ElementWiseOperation, x
+        if scale != 1:
+            y = _times(ctx, y, scale, "scale")
+        if shift != 0:
+            y = _with_scalar(ctx, y, shift, ops.SUM, "shift")
+        if power == 2:  # a square as a product: exact, and defined for a negative base
+            y = ctx.out(ctx.network.add_elementwise(y, y, ops.PROD), "power")
+        elif power != 1:
+            y = _with_scalar(ctx, y, power, ops.POW, "power")
+        return (y,)  # x itself when nothing applies: the emitter keeps its name
+
+
+# ---- TensorRT helpers ------------------------------------------------------------------------
+
+
+def _with_scalar(ctx, x, value: float, operation, suffix: str):
+    """x (op) value, the scalar a constant of x's rank with all dims 1 (TensorRT broadcasts
+    only between tensors of the same rank)."""
+    scalar = ctx.constant(np.full((1,) * len(x.shape), value, np.float32), f"{suffix}_value")
+    return ctx.out(ctx.network.add_elementwise(x, scalar, operation), suffix)
+
+
+def _times(ctx, x, factor: float, suffix: str):
+    return _with_scalar(ctx, x, factor, ctx.trt.ElementWiseOperation.PROD, suffix)
+
+
+def _aligned_operand(ctx, node: Node, x, operand, what: str):
+    """Scale's s (or a bias) shaped (1,)*axis + s.shape + (1,)*rest to broadcast against x.
+
+    ``operand`` is a learned array (made a constant of that shape) or a tensor (unsqueezed).
+    """
+    rank, operand_rank = len(x.shape), len(operand.shape)
+    # A scalar fits anywhere and Caffe then ignores axis (as aligned_axis does).
+    axis = canonical_axis(node, node.attrs["axis"], rank) if operand_rank else 0
+    inner = rank - axis - operand_rank
+    if isinstance(operand, np.ndarray):
+        return ctx.constant(operand.reshape((1,) * axis + operand.shape + (1,) * inner), what)
+    axes = list(range(axis)) + list(range(axis + operand_rank, rank))
+    if not axes:
+        return operand
+    return ctx.out(ctx.network.add_unsqueeze(operand, ctx.ints(axes, f"{what}_axes")),
+                   f"{what}_broadcast")

@@ -47,6 +47,23 @@ class InnerProduct(Op):
             y = y + b
         return (y.reshape(x.shape[:axis] + (node.attrs["num_output"],)),)
 
+    @staticmethod
+    def tensorrt(ctx, node: Node, x, w, b=None):
+        # x flattened from axis on: dims before axis are copied (0), the rest merged (-1)
+        axis = canonical_axis(node, node.attrs["axis"], len(x.shape))
+        x_flat = ctx.reshape(x, [0] * axis + [-1], "flatten")
+        # y = x_flat · Wᵀ, W broadcast over the leading dims as (1, ..., K, num_output), of
+        # x_flat's rank axis + 1; axis 0 flattens x to one vector (K,)
+        w_t = w if node.attrs["transpose"] else w.T
+        weight = ctx.constant(w_t.reshape((1,) * max(axis - 1, 0) + w_t.shape), "weight")
+        x_op = ctx.trt.MatrixOperation.VECTOR if axis == 0 else ctx.trt.MatrixOperation.NONE
+        mm = ctx.network.add_matrix_multiply(x_flat, x_op, weight, ctx.trt.MatrixOperation.NONE)
+        y = ctx.out(mm, "matmul" if b is not None else "")
+        if b is None:
+            return (y,)
+        bias = ctx.constant(b.reshape((1,) * axis + b.shape), "bias")
+        return (ctx.out(ctx.network.add_elementwise(y, bias, ctx.trt.ElementWiseOperation.SUM)),)
+
 
 @register_op
 class Embed(Op):
@@ -85,3 +102,25 @@ class Embed(Op):
                 "check the word ids fed to this layer")
         y = w[index]
         return (y + b if b is not None else y,)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x, w, b=None):
+        # the ids as Caffe reads them: truncated toward zero, then gathered as rows of W
+        index = ctx.cast(_truncated(ctx, ctx.float32_source(x)), ctx.trt.DataType.INT32, "index")
+        gather = ctx.network.add_gather(ctx.constant(w, "weight"), index, 0)
+        y = ctx.out(gather, "" if b is None else "gather")
+        if b is None:
+            return (y,)
+        bias = ctx.constant(b.reshape((1,) * len(x.shape) + b.shape), "bias")
+        return (ctx.out(ctx.network.add_elementwise(y, bias, ctx.trt.ElementWiseOperation.SUM)),)
+
+
+def _truncated(ctx, x):
+    """trunc(x) = sign(x) · floor(|x|): whole numbers, so the cast to int is exact whatever
+    rounding TensorRT's cast uses."""
+    unary = ctx.trt.UnaryOperation
+    floor = ctx.out(ctx.network.add_unary(
+        ctx.out(ctx.network.add_unary(x, unary.ABS), "abs"), unary.FLOOR), "floor")
+    sign = ctx.out(ctx.network.add_unary(x, unary.SIGN), "sign")
+    return ctx.out(ctx.network.add_elementwise(sign, floor, ctx.trt.ElementWiseOperation.PROD),
+                   "trunc")

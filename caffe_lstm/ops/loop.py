@@ -103,6 +103,51 @@ class Loop(Op):
         sequences = [np.concatenate(parts, axis=0) for parts in zip(*steps)]
         return tuple(sequences) + tuple(states)
 
+    @staticmethod
+    def tensorrt(ctx, node: Node, *tensors):
+        return _emit_loop(ctx, node, tensors)
+
+
+def _emit_loop(ctx, node: Node, tensors: tuple) -> tuple:
+    """One ILoop: COUNT trip limit T, iterators over the iterated inputs, one recurrence per
+    state, the body in between, CONCATENATE for sequences and LAST_VALUE for final states."""
+    from caffe_lstm.backends.tensorrt.emitter import emit_graph  # the body is a graph of its own
+
+    trt, layout = ctx.trt, LoopLayout.of(node)
+    iterated, initial, invariants = layout.split_inputs(list(tensors))
+    steps = ctx.dim(iterated[0], 0)  # T, a 0-D shape tensor defined before the loop
+    initial = _trt_initial_states(ctx, layout, iterated[0], initial)
+    loop = ctx.network.add_loop()
+    loop.name = ctx.layer_name()
+    ctx.named(loop.add_trip_limit(steps, trt.TripLimit.COUNT), "trip_limit")
+    # the iterator drops the time axis; the body sees (1, N, ...) slices as Caffe's Slice gives
+    step_inputs = [ctx.unsqueeze(ctx.out(loop.add_iterator(x, 0, False), "iterator"), 0)
+                   for x in iterated]
+    recurrences = [ctx.named(loop.add_recurrence(init), f"{state.name}_prev")
+                   for init, state in zip(initial, layout.states)]
+    outs = emit_graph(ctx, layout.body,
+                      step_inputs + [r.get_output(0) for r in recurrences] + invariants)
+    n_states = len(layout.states)
+    for recurrence, new_state in zip(recurrences, outs[:n_states]):
+        recurrence.set_input(1, new_state)
+    sequences = []
+    for out in outs[n_states:]:
+        concat = loop.add_loop_output(ctx.squeeze(out, 0), trt.LoopOutput.CONCATENATE, 0)
+        concat.set_input(1, steps)
+        sequences.append(ctx.out(concat, "sequence"))
+    finals = [ctx.out(loop.add_loop_output(r.get_output(0), trt.LoopOutput.LAST_VALUE), "last")
+              for r in recurrences]
+    return tuple(sequences) + tuple(finals)
+
+
+def _trt_initial_states(ctx, layout: LoopLayout, first, initial: list) -> list:
+    """Given initial states, or zeros of (1, N, size) with N read from the first iterated input
+    at run time."""
+    given = iter(initial)
+    return [next(given) if state.has_initial else
+            ctx.zeros(ctx.concat_shape([1, ctx.dims(first, 1, 2), state.size]), f"{state.name}_0")
+            for state in layout.states]
+
 
 def _trip_count(node: Node, iterated: list[Shape]) -> int:
     lengths = {shape[0] for shape in iterated}

@@ -218,6 +218,7 @@ class LSTM(Op):
     """
 
     type = "LSTM"
+    tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
     param = "recurrent_param"
     n_bottoms = (2, 5)
     n_tops = (1, 3)
@@ -273,6 +274,7 @@ class RNN(Op):
     """
 
     type = "RNN"
+    tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
     param = "recurrent_param"
     n_bottoms = (2, 4)
     n_tops = (1, 2)
@@ -366,6 +368,7 @@ class Lstm(Op):
     """
 
     type = "Lstm"
+    tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
     param = "lstm_param"
     n_bottoms = (1, 2)
 

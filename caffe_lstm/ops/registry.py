@@ -9,6 +9,10 @@ An op class has static facets with fixed signatures:
 - ``blobs(node, *bottom_shapes) -> tuple[tuple[str, Shape], ...]``: the learnable blobs the
   layer owns, named and in Caffe's order (empty for layers without parameters).
 - ``numpy(node, *bottoms, *blobs) -> tuple[np.ndarray, ...]``: the forward pass.
+- ``tensorrt(ctx, node, *bottom_tensors, *blob_arrays) -> tuple[ITensor, ...]``: the layers
+  that compute the op in a TensorRT network (``ctx`` is ``backends/tensorrt/context.py``'s
+  EmitContext; op modules never import tensorrt). None where an op has no emission, e.g. LSTM,
+  which the rewrite expands first.
 
 Adding a layer type touches one class; ``tests/test_registry.py`` checks that every
 registered op has every facet.
@@ -49,6 +53,11 @@ class Op:
     @staticmethod
     def numpy(node: Node, *arrays: Any) -> tuple[Any, ...]:
         raise NotImplementedError
+
+    #: The TensorRT facet, a static method like the others; None = no emission.
+    tensorrt: ClassVar[Any] = None
+    #: Why an op has no TensorRT emission, for the error that lists such nodes.
+    tensorrt_missing_reason: ClassVar[str] = "no TensorRT emission yet"
 
 
 def register_op(cls: type[Op]) -> type[Op]:

@@ -3,6 +3,8 @@ Reduction."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from caffe_lstm.ir.graph import Node, Shape
@@ -70,6 +72,17 @@ class Slice(Op):
         sizes = _slice_sizes(node, x.shape[axis], len(node.outputs))
         return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        axis = _legacy_axis(node, len(x.shape), "slice_dim")
+        if len(node.outputs) == 1:
+            return (x,)
+        sizes = _slice_sizes(node, _static_dim(node, x, axis), len(node.outputs))
+        starts = np.cumsum([0] + sizes[:-1])
+        # one ISliceLayer per top, on the slice axis only: the other dims may be dynamic
+        return tuple(_slice_axis(ctx, x, axis, int(start), size, _top_suffix(node, i))
+                     for i, (start, size) in enumerate(zip(starts, sizes)))
+
 
 def _slice_sizes(node: Node, dim: int, n_tops: int) -> list[int]:
     """The extent of every top along the slice axis."""
@@ -119,6 +132,14 @@ class Concat(Op):
     def numpy(node: Node, *bottoms):
         return (np.concatenate(bottoms, axis=_legacy_axis(node, bottoms[0].ndim, "concat_dim")),)
 
+    @staticmethod
+    def tensorrt(ctx, node: Node, *bottoms):
+        if len(bottoms) == 1:
+            return (bottoms[0],)
+        layer = ctx.network.add_concatenation(list(bottoms))
+        layer.axis = _legacy_axis(node, len(bottoms[0].shape), "concat_dim")
+        return (ctx.out(layer),)
+
 
 @register_op
 class Split(Op):
@@ -134,6 +155,10 @@ class Split(Op):
     @staticmethod
     def numpy(node: Node, x):
         return (x,) * len(node.outputs)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        return (x,) * len(node.outputs)  # aliases: no layer at all
 
 
 @register_op
@@ -164,6 +189,15 @@ class Reshape(Op):
     @staticmethod
     def numpy(node: Node, x):
         return (x.reshape(Reshape.infer(node, x.shape)[0]),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        rank = len(x.shape)
+        start, end = _reshape_range(node, rank)
+        # output dims: x[:start], then shape (0 copies x[start + i]), then x[end:]
+        new = [_Copy(start + i) if d == 0 else d for i, d in enumerate(node.attrs["shape"])]
+        plan = [_Copy(i) for i in range(start)] + new + [_Copy(i) for i in range(end, rank)]
+        return (_emit_reshape(ctx, x, plan),)
 
 
 def _reshape_range(node: Node, rank: int) -> tuple[int, int]:
@@ -234,6 +268,17 @@ class Flatten(Op):
     def numpy(node: Node, x):
         return (x.reshape(Flatten.infer(node, x.shape)[0]),)
 
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        rank = len(x.shape)
+        start = canonical_axis(node, node.attrs["axis"], rank)
+        end = canonical_axis(node, node.attrs["end_axis"], rank, "end_axis")
+        merged = x.shape[start:end + 1]
+        # the merged dim: its size when all its dims are known, else inferred (-1)
+        size = count(merged) if all(d >= 0 for d in merged) else -1
+        plan = [_Copy(i) for i in range(start)] + [size] + [_Copy(i) for i in range(end + 1, rank)]
+        return (_emit_reshape(ctx, x, plan),)
+
 
 @register_op
 class Tile(Op):
@@ -263,6 +308,19 @@ class Tile(Op):
         reps[axis] = node.attrs["tiles"]
         return (np.tile(x, reps),)
 
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        # numpy.tile on one axis = reading that axis tiles·dim long with wrap-around (ABAB)
+        axis, tiles = canonical_axis(node, node.attrs["axis"], len(x.shape)), node.attrs["tiles"]
+        dim = x.shape[axis]
+        layer = ctx.network.add_slice(x, (0,), (max(dim, 0) * tiles,), (1,))
+        layer.axes, layer.mode = (axis,), ctx.trt.SampleMode.WRAP
+        if dim < 0:  # a dynamic axis: the size is computed at run time
+            size = ctx.network.add_elementwise(ctx.dims(x, axis, axis + 1), ctx.ints([tiles]),
+                                               ctx.trt.ElementWiseOperation.PROD)
+            layer.set_input(2, ctx.out(size, "size"))
+        return (ctx.out(layer),)
+
 
 @register_op
 class Silence(Op):
@@ -280,6 +338,10 @@ class Silence(Op):
 
     @staticmethod
     def numpy(node: Node, *bottoms):
+        return ()
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, *bottoms):
         return ()
 
 
@@ -315,3 +377,69 @@ class Reduction(Op):
             coeff = coeff / rows.shape[1]  # Caffe folds the 1/count into coeff
         total = _REDUCTION_TERMS[operation](rows).sum(axis=1)
         return ((np.float32(coeff) * total).reshape(x.shape[:axis]),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        axis, rank = canonical_axis(node, node.attrs["axis"], len(x.shape)), len(x.shape)
+        operation, coeff = node.attrs["operation"], node.attrs["coeff"]
+        ops, term = ctx.trt.ElementWiseOperation, x
+        if operation == "ASUM":  # Σ|x|
+            term = ctx.out(ctx.network.add_unary(x, ctx.trt.UnaryOperation.ABS), "abs")
+        elif operation == "SUMSQ":  # Σx²
+            term = ctx.out(ctx.network.add_elementwise(x, x, ops.PROD), "square")
+        # MEAN = coeff · Σx / count = coeff · average
+        kind = ctx.trt.ReduceOperation.AVG if operation == "MEAN" else ctx.trt.ReduceOperation.SUM
+        mask = sum(1 << a for a in range(axis, rank))  # every axis from axis on
+        y = ctx.out(ctx.network.add_reduce(term, kind, mask, False), "" if coeff == 1 else "sum")
+        if coeff == 1:
+            return (y,)
+        factor = ctx.constant(np.full((1,) * axis, coeff, np.float32), "coeff")
+        return (ctx.out(ctx.network.add_elementwise(y, factor, ops.PROD)),)
+
+
+# ---- TensorRT helpers ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """An output dim of a reshape that copies input axis ``axis``."""
+
+    axis: int
+
+
+def _emit_reshape(ctx, x, plan: list):
+    """An IShuffleLayer reshape to ``plan`` (literal dims, at most one -1, and _Copy).
+
+    Static dims when every copied dim is known at build time, else a shape tensor whose dynamic
+    pieces are read from x at run time.
+    """
+    dims = [x.shape[p.axis] if isinstance(p, _Copy) else p for p in plan]
+    dynamic = [isinstance(p, _Copy) and d < 0 for p, d in zip(plan, dims)]
+    if not any(dynamic):
+        return ctx.reshape(x, dims, "")
+    parts = [ctx.dims(x, p.axis, p.axis + 1) if dyn else d
+             for p, d, dyn in zip(plan, dims, dynamic)]
+    return ctx.reshape(x, ctx.concat_shape(parts), "")
+
+
+def _slice_axis(ctx, x, axis: int, start: int, size: int, suffix: str):
+    """x[..., start:start + size, ...] on ``axis``; the other axes are taken whole."""
+    layer = ctx.network.add_slice(x, (start,), (size,), (1,))
+    layer.axes = (axis,)
+    return ctx.out(layer, suffix)
+
+
+def _static_dim(node: Node, x, axis: int) -> int:
+    """x's dim on ``axis``, which must be known at build time (slice points depend on it)."""
+    dim = x.shape[axis]
+    if dim < 0:
+        raise shape_error(node, f"axis {axis} is dynamic (-1) in the TensorRT network",
+                          "keep this axis fixed in the build's shape ranges")
+    return dim
+
+
+def _top_suffix(node: Node, index: int) -> str:
+    """``i`` for top ``lstm1/gate_i`` of node ``__lstm1/gate``: the top's own part of its name."""
+    top = node.outputs[index].name.rsplit("/", 1)[-1]
+    stem = node.name.rsplit("/", 1)[-1] + "_"
+    return top[len(stem):] if top.startswith(stem) and len(top) > len(stem) else top

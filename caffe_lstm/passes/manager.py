@@ -8,9 +8,11 @@ from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.ir.graph import Graph
 from caffe_lstm.ir.verify import verify
 from caffe_lstm.passes.expand_recurrent import expand_recurrent
+from caffe_lstm.passes.state import expose_recurrent_state
 from caffe_lstm.passes.unroll import unroll_loops
 
 PASSES: dict[str, Callable[[Graph], bool]] = {
+    "expose-state": expose_recurrent_state,
     "expand-recurrent": expand_recurrent,
     "unroll": unroll_loops,
 }

@@ -1,0 +1,110 @@
+"""Building a serialized engine from a rewritten graph: network, profile, progress, plan."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from caffe_lstm.backends.tensorrt.context import EmitContext
+from caffe_lstm.backends.tensorrt.emitter import emit_network
+from caffe_lstm.backends.tensorrt.runtime import Runtime, logger
+from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.ir.graph import Graph
+
+
+class EngineBuildError(CaffeLstmError):
+    """TensorRT refused to build the engine."""
+
+
+@dataclass
+class BuildOptions:
+    """How to build: precision, dynamic input ranges, TensorRT log level, progress callback."""
+
+    fp16: bool = False
+    #: input name -> (min, opt, max) shapes; those inputs become dynamic.
+    shapes: Mapping[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
+    verbosity: int = 0
+    #: called as progress(phase, step, steps) from TensorRT's IProgressMonitor (any thread).
+    progress: Callable[[str, int, int], None] | None = None
+
+
+def create_network(runtime: Runtime, verbosity: int = 0) -> tuple[Any, Any]:
+    """A builder and an empty strongly typed network (explicit fp16 casts, as TRT 11 and RTX
+    require)."""
+    trt = runtime.trt
+    builder = trt.Builder(logger(runtime, verbosity))
+    flags = 0 if runtime.is_rtx else 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    return builder, builder.create_network(flags)
+
+
+def emit(runtime: Runtime, graph: Graph, options: BuildOptions) -> tuple[Any, Any, EmitContext]:
+    """The builder, the filled network and the emission context (which keeps weights alive)."""
+    builder, network = create_network(runtime, options.verbosity)
+    ctx = EmitContext(runtime.trt, network, options.fp16)
+    emit_network(ctx, graph, _dynamic_dims(options.shapes))
+    return builder, network, ctx
+
+
+def build_engine(runtime: Runtime, graph: Graph, options: BuildOptions) -> bytes:
+    """The serialized engine (plan) of ``graph``.
+
+    Raises:
+        EngineBuildError: TensorRT's own errors, in one line.
+    """
+    builder, network, ctx = emit(runtime, graph, options)
+    config = builder.create_builder_config()
+    if options.shapes:
+        config.add_optimization_profile(_profile(builder, options.shapes))
+    monitor = _monitor(runtime.trt, options.progress) if options.progress else None
+    if monitor is not None:
+        config.progress_monitor = monitor
+    log = logger(runtime, options.verbosity)
+    log.errors.clear()
+    plan = builder.build_serialized_network(network, config)
+    del ctx  # the weights may go once the build has returned
+    if plan is None:
+        reason = log.errors[-1] if log.errors else "no reason given (rerun with -v)"
+        raise EngineBuildError(f"TensorRT could not build the engine: {reason}",
+                               runtime.name, "rerun with -vv for TensorRT's log")
+    return bytes(plan)
+
+
+def _dynamic_dims(shapes: Mapping[str, tuple[tuple[int, ...], ...]]) -> dict[str, tuple]:
+    """-1 where min and max differ."""
+    return {name: tuple(lo if lo == hi else -1 for lo, hi in zip(low, high))
+            for name, (low, _, high) in shapes.items()}
+
+
+def _profile(builder: Any, shapes: Mapping[str, tuple[tuple[int, ...], ...]]) -> Any:
+    profile = builder.create_optimization_profile()
+    for name, (low, opt, high) in shapes.items():
+        profile.set_shape(name, low, opt, high)
+    return profile
+
+
+def _monitor(trt: Any, progress: Callable[[str, int, int], None]) -> Any:
+    """An IProgressMonitor forwarding to ``progress``; TensorRT may call it from several
+    threads, hence the lock."""
+
+    class _Monitor(trt.IProgressMonitor):
+        def __init__(self) -> None:
+            trt.IProgressMonitor.__init__(self)  # the pybind trampoline needs it
+            self._lock = threading.Lock()
+            self._steps: dict[str, int] = {}
+
+        def phase_start(self, phase_name, parent_phase, num_steps) -> None:
+            with self._lock:
+                self._steps[phase_name] = num_steps
+                progress(phase_name, 0, num_steps)
+
+        def step_complete(self, phase_name, step) -> bool:
+            with self._lock:
+                progress(phase_name, step + 1, self._steps.get(phase_name, 0))
+            return True
+
+        def phase_finish(self, phase_name) -> None:
+            with self._lock:
+                self._steps.pop(phase_name, None)
+
+    return _Monitor()

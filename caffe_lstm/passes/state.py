@@ -1,0 +1,59 @@
+"""Exposing Caffe's hidden state carry-over as net inputs and outputs (``--state io``).
+
+Without expose_hidden, Caffe starts every Forward of a recurrent layer from the final state of
+its previous Forward. An engine keeps no state between calls, so the state becomes explicit:
+inputs ``<layer>/h_0`` (and ``<layer>/c_0``) and outputs ``<layer>/h_T`` (``<layer>/c_T``) that
+a caller feeds back. That is exactly the layer with expose_hidden switched on.
+"""
+
+from __future__ import annotations
+
+from caffe_lstm.ir.graph import Graph, Node, Value
+
+#: Recurrent types with expose_hidden, and their state names in Caffe's bottom order.
+_STATES = {"LSTM": ("h", "c"), "RNN": ("h",)}
+
+
+def expose_recurrent_state(graph: Graph) -> bool:
+    """Turns expose_hidden on for every LSTM/RNN that has it off; returns whether any changed."""
+    changed = False
+    for node in graph.nodes:
+        if node.op in _STATES and not node.attrs.get("expose_hidden"):
+            _expose(graph, node, _STATES[node.op])
+            changed = True
+    return changed
+
+
+def needs_state_io(graph: Graph) -> bool:
+    """Whether some recurrent layer's cont could be non-zero at t = 0, so that Caffe would
+    carry the previous call's state in: a cont fed by the caller, or a non-zero constant.
+
+    A cont that is 0 at t = 0 fully masks the carried state, so zero state is exact.
+    """
+    return any(node.op in _STATES and not node.attrs.get("expose_hidden")
+               and _could_start_non_zero(graph, node.inputs[1]) for node in graph.nodes)
+
+
+def _could_start_non_zero(graph: Graph, cont: Value) -> bool:
+    producer = cont.producer
+    if producer is None:
+        return True  # a net input: the caller decides
+    if producer.op == "DummyData":
+        index = producer.outputs.index(cont)
+        values = producer.attrs["values"] or [0.0]
+        return (values[index] if len(values) > 1 else values[0]) != 0.0
+    return True  # computed: assume it can
+
+
+def _expose(graph: Graph, node: Node, names: tuple[str, ...]) -> None:
+    batch, hidden = node.inputs[0].shape[1], node.attrs["num_output"]
+    for name in names:
+        initial = Value(f"{node.name}/{name}_0", (1, batch, hidden))
+        graph.inputs.append(initial)
+        node.inputs.append(initial)
+    finals = [Value(f"{node.name}/{name}_T", (1, batch, hidden)) for name in names]
+    for value in finals:
+        value.producer = node
+    node.outputs.extend(finals)
+    graph.outputs.extend(finals)
+    node.attrs["expose_hidden"] = True
