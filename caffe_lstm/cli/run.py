@@ -21,28 +21,44 @@ from caffe_lstm.files import save_npz
 @input_options
 @click.option("--original", is_flag=True,
               help="Execute recurrent layers from their equations instead of the rewritten graph.")
+@click.option("--backend", type=click.Choice(["numpy", "tensorrt"]), default="numpy",
+              show_default=True, help="numpy on the CPU, or a built engine on a GPU (--engine).")
+@click.option("--engine", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The engine for --backend tensorrt (from `caffe-lstm convert`).")
+@click.option("--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]),
+              default="auto", show_default=True, help="The runtime the engine was built for.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every net output to this .npz.")
 @pass_state
 def run(state: AppState, net: Path, weights: Path, outputs: str, phase: str,
         stages: tuple[str, ...], inputs_path: Path | None, seed: int, original: bool,
-        output: Path | None) -> None:
-    """Run the net with numpy; print or save its outputs.
+        backend: str, engine: Path | None, runtime: str, output: Path | None) -> None:
+    """Run the net with numpy (or an engine on a GPU); print or save its outputs.
 
     By default the rewritten graph runs (primitive layers and loops). Each run is one Caffe
     Forward call from zero recurrent state.
     """
+    if backend == "tensorrt" and engine is None:
+        raise click.UsageError("--backend tensorrt needs --engine MODEL.engine")
     graph = load(net, weights, outputs, phase, stages).graph
     feeds = prepare_feeds(graph, inputs_path, seed)
-    if not original:
-        rewrite(graph)
-    results = NumpyExecutor(graph).run(feeds)
+    if backend == "tensorrt":
+        results = _run_engine(runtime, engine, feeds)
+    else:
+        results = NumpyExecutor(graph if original else rewrite(graph)).run(feeds)
     if output is not None:
         save_npz(output, results)
         state.say(f"wrote {len(results)} output(s) to {output}")
     if output is None or state.verbose:
         for name, array in results.items():
             state.say(_describe(name, array))
+
+
+def _run_engine(runtime: str, engine: Path, feeds: dict) -> dict:
+    from caffe_lstm.backends.tensorrt.engine import run_engine
+    from caffe_lstm.backends.tensorrt.runtime import load_runtime
+
+    return run_engine(load_runtime(runtime), engine, feeds)
 
 
 def _describe(name: str, array: np.ndarray) -> str:
