@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -109,3 +110,32 @@ def test_missing_weights_fail_before_building(tmp_path):
     proc = _cli("convert", net, "-w", weights, "-o", tmp_path / "e.engine")
     assert proc.returncode == 1 and "no weights for layer(s) lstm1" in proc.stderr
     assert not (tmp_path / "e.engine").exists()
+
+
+def test_progress_comes_from_tensorrt_progress_monitor():
+    from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine
+    from caffe_lstm.backends.tensorrt.runtime import load_runtime
+    from caffe_lstm.frontend.loader import load_net
+    from caffe_lstm.passes import run_passes
+
+    net, weights = sample("seq_classifier")
+    graph = run_passes(load_net(net, weights).graph)
+    seen = []
+    build_engine(load_runtime("tensorrt-rtx"), graph,
+                 BuildOptions(progress=lambda phase, step, steps: seen.append((phase, step, steps))))
+    phases = {phase for phase, _, _ in seen}
+    assert "Building engine" in phases
+    assert any(step == steps > 0 for _, step, steps in seen)  # some phase ran to completion
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux `script` for a tty")
+def test_progress_bar_on_a_terminal(tmp_path):
+    """`script` gives the command a pseudo-terminal; the bar is drawn there and cleared."""
+    net, weights = sample("seq_classifier")
+    command = (f"{sys.executable} -m caffe_lstm convert {net} -w {weights} "
+               f"-o {tmp_path / 'e.engine'}")
+    proc = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout
+    assert "Building engine" in proc.stdout and "[####" in proc.stdout
+    assert "wrote " in proc.stdout.split("\r")[-1]
