@@ -42,17 +42,13 @@ class Op:
     def parse(p: Any) -> dict[str, Any]:
         return {}
 
-    @staticmethod
-    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
-        raise NotImplementedError
+    #: The shape rule and the numpy forward: every op defines both (tests/test_registry.py).
+    infer: ClassVar[Any] = None
+    numpy: ClassVar[Any] = None
 
     @staticmethod
     def blobs(node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
         return ()
-
-    @staticmethod
-    def numpy(node: Node, *arrays: Any) -> tuple[Any, ...]:
-        raise NotImplementedError
 
     #: The TensorRT facet, a static method like the others; None = no emission.
     tensorrt: ClassVar[Any] = None
