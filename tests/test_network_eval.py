@@ -236,10 +236,10 @@ def test_layers_wired_out_of_order_by_set_input_still_evaluate():
 def test_unknown_layer_type_is_named():
     n = Net()
     x = n.input("x", trt.float32, (4,))
-    topk = n.net.add_topk(x, trt.TopKOperation.MAX, 2, 1)
-    topk.name = "my_topk"
-    n.output(topk.get_output(0), "y")
-    with pytest.raises(NotImplementedError, match=r"'my_topk' \(TOPK\)"):
+    nonzero = n.net.add_non_zero(x)
+    nonzero.name = "my_nonzero"
+    n.output(nonzero.get_output(0), "y")
+    with pytest.raises(NotImplementedError, match=r"'my_nonzero' \(NON_ZERO\)"):
         n.run(x=np.zeros(4, np.float32))
 
 

@@ -9,7 +9,11 @@ from caffe_lstm.ops import get_op, registered_types
 # The layer types issue #2 promises (Input and DummyData become net inputs in the importer).
 PROMISED = ["InnerProduct", "Embed", "Eltwise", "Scale", "Bias", "Slice", "Concat", "Split",
             "Reshape", "Flatten", "Tile", "Sigmoid", "TanH", "ReLU", "Softmax", "Dropout",
-            "Silence", "Reduction", "Power", "LSTM", "RNN", "Lstm"]
+            "Silence", "Reduction", "Power", "LSTM", "RNN", "Lstm",
+            # issue #6: the CNN front ends and the forks' layers
+            "Convolution", "Deconvolution", "Im2col", "Pooling", "LRN", "BatchNorm", "PReLU",
+            "ELU", "AbsVal", "BNLL", "Exp", "Log", "Clip", "Crop", "ArgMax", "Permute",
+            "Transpose", "Reverse", "ContinuationIndicator"]
 
 
 def test_promised_types_are_registered():

@@ -206,7 +206,27 @@ PARAM_WRITERS: dict[str, Callable[[LayerParameter, Node], None]] = {
     "Softmax": _fields_named_like_attrs,  # axis
     "Sigmoid": _fields_named_like_attrs,  # (none)
     "TanH": _fields_named_like_attrs,  # (none)
+    "Clip": _fields_named_like_attrs,  # min, max (the LSTM variants' clipped ReLU and cell clip)
     "Lstm": _fields_named_like_attrs,  # lstm_param: num_output, batch_size
+    # issue #6: every attr is the param field of the same name (None: unset)
+    "Convolution": _fields_named_like_attrs,  # convolution_param
+    "Deconvolution": _fields_named_like_attrs,  # convolution_param
+    "Im2col": _fields_named_like_attrs,  # convolution_param
+    "Pooling": _fields_named_like_attrs,  # pool, global_pooling, round_mode, kernel/stride/pad
+    "LRN": _fields_named_like_attrs,  # local_size, alpha, beta, k, norm_region
+    "BatchNorm": _fields_named_like_attrs,  # use_global_stats, eps
+    "PReLU": _fields_named_like_attrs,  # channel_shared
+    "ELU": _fields_named_like_attrs,  # alpha
+    "Exp": _fields_named_like_attrs,  # base, scale, shift
+    "Log": _fields_named_like_attrs,  # base, scale, shift
+    "Crop": _fields_named_like_attrs,  # axis, offset
+    "ArgMax": _fields_named_like_attrs,  # out_max_val, top_k, axis
+    "Permute": _fields_named_like_attrs,  # order
+    "Transpose": _fields_named_like_attrs,  # dim
+    "Reverse": _fields_named_like_attrs,  # axis
+    "ContinuationIndicator": _fields_named_like_attrs,  # time_step, batch_size
+    "AbsVal": _no_params,
+    "BNLL": _no_params,
     "Split": _no_params,
     "Silence": _no_params,
     "Reshape": _reshape,

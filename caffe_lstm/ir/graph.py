@@ -101,6 +101,15 @@ class Graph:
         """The node called ``name``, or None."""
         return next((n for n in self.nodes if n.name == name), None)
 
+    def all_nodes(self) -> Iterator[Node]:
+        """Every node, descending into the subgraph a node holds in ``attrs["body"]`` (a
+        Loop's step), right after that node."""
+        for node in self.nodes:
+            yield node
+            body = node.attrs.get("body")
+            if isinstance(body, Graph):
+                yield from body.all_nodes()
+
     def users(self, value: Value) -> list[Node]:
         """Nodes that read ``value`` as a bottom."""
         return [n for n in self.nodes if any(v is value for v in n.inputs)]

@@ -6,10 +6,16 @@ from caffe_lstm.ops.registry import Op, get_op, register_op, registered_types
 from caffe_lstm.ops import linear  # noqa: F401  InnerProduct, Embed
 from caffe_lstm.ops import recurrent  # noqa: F401  LSTM, RNN, Lstm (fork)
 from caffe_lstm.ops import elementwise  # noqa: F401  Eltwise, Scale, Bias, Power
-from caffe_lstm.ops import activation  # noqa: F401  Sigmoid, TanH, ReLU, Dropout, Softmax
-# shape: Slice, Concat, Split, Reshape, Flatten, Tile, Silence, Reduction
+# activation: Sigmoid, TanH, ReLU, Dropout, Softmax, ELU, AbsVal, BNLL, Exp, Log, Clip
+from caffe_lstm.ops import activation  # noqa: F401
+# shape: Slice, Concat, Split, Reshape, Flatten, Tile, Silence, Reduction, Crop, ArgMax
 from caffe_lstm.ops import shape  # noqa: F401
 from caffe_lstm.ops import data  # noqa: F401  DummyData (constants made by rewrites)
 from caffe_lstm.ops import loop  # noqa: F401  Loop (the recurrence made by the rewrite)
+from caffe_lstm.ops import conv  # noqa: F401  Convolution, Deconvolution, Im2col
+from caffe_lstm.ops import pooling  # noqa: F401  Pooling, LRN
+from caffe_lstm.ops import norm  # noqa: F401  BatchNorm, PReLU
+# fork: Permute, Transpose, Reverse, ContinuationIndicator
+from caffe_lstm.ops import fork  # noqa: F401
 
 __all__ = ["Op", "get_op", "register_op", "registered_types"]

@@ -1,12 +1,12 @@
 """Activations and other shape-preserving single-bottom layers: Sigmoid, TanH, ReLU, Dropout,
-Softmax."""
+Softmax, ELU, AbsVal, BNLL, Exp, Log, Clip."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from caffe_lstm.ir.graph import Node, Shape
-from caffe_lstm.ops.registry import Op, canonical_axis, register_op
+from caffe_lstm.ops.registry import Op, canonical_axis, register_op, shape_error
 
 
 class _SameShape(Op):
@@ -134,3 +134,191 @@ def _activation(ctx, x, kind, alpha: float | None = None):
     if alpha is not None:
         layer.alpha = alpha
     return ctx.out(layer)
+
+
+def with_scalar(ctx, x, value: float, operation, suffix: str):
+    """x (op) value, the scalar a constant of x's rank with all dims 1 (TensorRT broadcasts
+    only between tensors of the same rank)."""
+    scalar = ctx.constant(np.full((1,) * len(x.shape), value, np.float32), f"{suffix}_value")
+    return ctx.out(ctx.network.add_elementwise(x, scalar, operation), suffix)
+
+
+@register_op
+class ELU(_SameShape):
+    """y = max(x, 0) + α·(e^min(x, 0) − 1) (elu_param)."""
+
+    type = "ELU"
+    param = "elu_param"
+
+    @staticmethod
+    def parse(p):
+        return {"alpha": p.alpha}
+
+    @staticmethod
+    def numpy(node: Node, x):
+        alpha = np.float32(node.attrs["alpha"])
+        return (np.maximum(x, 0) + alpha * np.expm1(np.minimum(x, 0)),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        # ELU: x for x ≥ 0, alpha·(e^x − 1) below
+        return (_activation(ctx, x, ctx.trt.ActivationType.ELU, alpha=node.attrs["alpha"]),)
+
+
+@register_op
+class AbsVal(_SameShape):
+    """y = |x| (no param)."""
+
+    type = "AbsVal"
+
+    @staticmethod
+    def numpy(node: Node, x):
+        return (np.abs(x),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        return (ctx.out(ctx.network.add_unary(x, ctx.trt.UnaryOperation.ABS)),)
+
+
+@register_op
+class BNLL(_SameShape):
+    """y = log(1 + e^x), the softplus ("binomial normal log likelihood"; no param)."""
+
+    type = "BNLL"
+
+    @staticmethod
+    def numpy(node: Node, x):
+        # bnll_layer.cpp's form, which cannot overflow: x + log(1 + e^−x) for x > 0
+        return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        # SOFTPLUS: alpha·log(e^(beta·x) + 1), here with alpha = beta = 1
+        layer = ctx.network.add_activation(x, ctx.trt.ActivationType.SOFTPLUS)
+        layer.alpha, layer.beta = 1.0, 1.0
+        return (ctx.out(layer),)
+
+
+def _log_base(node: Node) -> float:
+    """ln(base), 1 for Caffe's base −1 (= e); other bases must be positive."""
+    base = node.attrs["base"]
+    if base == -1:
+        return 1.0
+    if base <= 0:
+        raise shape_error(node, f"base must be −1 (for e) or > 0, found {base}",
+                          f"fix {node.op.lower()}_param.base")
+    return float(np.log(np.float32(base)))
+
+
+@register_op
+class Exp(_SameShape):
+    """y = base^(shift + scale·x), base −1 meaning e (exp_param).
+
+    Computed as exp_layer.cpp does: outer · e^(inner·x), inner = ln(base)·scale,
+    outer = base^shift.
+    """
+
+    type = "Exp"
+    param = "exp_param"
+
+    @staticmethod
+    def parse(p):
+        return {"base": p.base, "scale": p.scale, "shift": p.shift}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        _log_base(node)
+        return (x,)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        inner, outer = _exp_factors(node)
+        return (np.float32(outer) * np.exp(np.float32(inner) * x),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        inner, outer = _exp_factors(node)
+        ops, y = ctx.trt.ElementWiseOperation, x
+        if inner != 1:
+            y = with_scalar(ctx, y, inner, ops.PROD, "inner")
+        if outer == 1:
+            return (ctx.out(ctx.network.add_unary(y, ctx.trt.UnaryOperation.EXP)),)
+        y = ctx.out(ctx.network.add_unary(y, ctx.trt.UnaryOperation.EXP), "exp")
+        return (with_scalar(ctx, y, outer, ops.PROD, ""),)
+
+
+def _exp_factors(node: Node) -> tuple[float, float]:
+    """(inner, outer) with y = outer · e^(inner·x)."""
+    base, scale, shift = (node.attrs[k] for k in ("base", "scale", "shift"))
+    inner = _log_base(node) * scale
+    if shift == 0:
+        return inner, 1.0
+    return inner, float(np.exp(shift) if base == -1 else np.power(float(base), shift))
+
+
+@register_op
+class Log(_SameShape):
+    """y = log_base(shift + scale·x), base −1 meaning e (log_param)."""
+
+    type = "Log"
+    param = "log_param"
+
+    @staticmethod
+    def parse(p):
+        return {"base": p.base, "scale": p.scale, "shift": p.shift}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        _log_base(node)
+        return (x,)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        scale, shift = np.float32(node.attrs["scale"]), np.float32(node.attrs["shift"])
+        # log_base(v) = ln(v) / ln(base)
+        return (np.log(shift + scale * x) * np.float32(1 / _log_base(node)),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        ops, y = ctx.trt.ElementWiseOperation, x
+        scale, shift, base_scale = node.attrs["scale"], node.attrs["shift"], 1 / _log_base(node)
+        if scale != 1:
+            y = with_scalar(ctx, y, scale, ops.PROD, "scale")
+        if shift != 0:
+            y = with_scalar(ctx, y, shift, ops.SUM, "shift")
+        if base_scale == 1:
+            return (ctx.out(ctx.network.add_unary(y, ctx.trt.UnaryOperation.LOG)),)
+        y = ctx.out(ctx.network.add_unary(y, ctx.trt.UnaryOperation.LOG), "log")
+        return (with_scalar(ctx, y, base_scale, ops.PROD, ""),)
+
+
+@register_op
+class Clip(_SameShape):
+    """y = max(min, min(x, max)) (clip_param; both bounds required)."""
+
+    type = "Clip"
+    param = "clip_param"
+
+    @staticmethod
+    def parse(p):
+        return {"min": p.min if p.has("min") else None, "max": p.max if p.has("max") else None}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        low, high = node.attrs["min"], node.attrs["max"]
+        if low is None or high is None:
+            raise shape_error(node, f"clip_param needs min and max, found min {low}, max {high}",
+                              "set both clip_param.min and clip_param.max")
+        return (x,)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        low, high = np.float32(node.attrs["min"]), np.float32(node.attrs["max"])
+        return (np.maximum(low, np.minimum(x, high)),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        # CLIP: max(alpha, min(x, beta))
+        layer = ctx.network.add_activation(x, ctx.trt.ActivationType.CLIP)
+        layer.alpha, layer.beta = node.attrs["min"], node.attrs["max"]
+        return (ctx.out(layer),)

@@ -52,6 +52,10 @@ class Op:
 
     #: The TensorRT facet, a static method like the others; None = no emission.
     tensorrt: ClassVar[Any] = None
+    #: ``synthetic(node, rng, scale) -> list[np.ndarray]``: plausible random blobs for
+    #: ``weights init`` where uniform noise would not do (BatchNorm needs variances > 0);
+    #: None = uniform in [-scale, scale).
+    synthetic: ClassVar[Any] = None
     #: Why an op has no TensorRT emission, for the error that lists such nodes.
     tensorrt_missing_reason: ClassVar[str] = "no TensorRT emission yet"
 

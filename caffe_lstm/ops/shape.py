@@ -1,5 +1,5 @@
 """Layers that move or regroup data: Slice, Concat, Split, Reshape, Flatten, Tile, Silence,
-Reduction."""
+Reduction, Crop, ArgMax."""
 
 from __future__ import annotations
 
@@ -443,3 +443,136 @@ def _top_suffix(node: Node, index: int) -> str:
     top = node.outputs[index].name.rsplit("/", 1)[-1]
     stem = node.name.rsplit("/", 1)[-1] + "_"
     return top[len(stem):] if top.startswith(stem) and len(top) > len(stem) else top
+
+
+@register_op
+class Crop(Op):
+    """y = x[…, o_a : o_a + ref_a, …] for every axis a from ``axis`` on, the earlier axes whole
+    (crop_param; bottom 1 is the reference whose dims the crop takes).
+
+    ``offset`` is empty (all 0), one value for every cropped axis, or one per cropped axis.
+    """
+
+    type = "Crop"
+    param = "crop_param"
+    n_bottoms = (2, 2)
+
+    @staticmethod
+    def parse(p):
+        return {"axis": p.axis, "offset": list(p.offset)}
+
+    @staticmethod
+    def infer(node: Node, x: Shape, ref: Shape) -> tuple[Shape, ...]:
+        start, offsets = _crop_offsets(node, x, ref)
+        for a, offset in enumerate(offsets, start=start):
+            if offset + ref[a] > x[a]:
+                raise shape_error(node, f"axis {a}: offset {offset} + crop size {ref[a]} exceeds "
+                                  f"the bottom's {x[a]}", "lower the offset or check bottom 1")
+        return (x[:start] + ref[start:],)
+
+    @staticmethod
+    def numpy(node: Node, x, ref):
+        start, offsets = _crop_offsets(node, x.shape, ref.shape)
+        index = tuple(slice(o, o + n) for o, n in zip(offsets, ref.shape[start:]))
+        return (x[(slice(None),) * start + index],)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x, ref):
+        start, offsets = _crop_offsets(node, tuple(x.shape), tuple(ref.shape))
+        dims = tuple(x.shape[:start]) + tuple(ref.shape[start:])
+        layer = ctx.network.add_slice(x, (0,) * start + tuple(offsets),
+                                      tuple(max(d, 0) for d in dims), (1,) * len(dims))
+        if any(d < 0 for d in dims):  # dynamic dims: the size is read at run time
+            layer.set_input(2, ctx.concat_shape([ctx.dims(x, 0, start), ctx.dims(ref, start)]))
+        return (ctx.out(layer),)
+
+
+def _crop_offsets(node: Node, x: Shape, ref: Shape) -> tuple[int, list[int]]:
+    """The first cropped axis and one offset per cropped axis (crop_layer.cpp)."""
+    if len(x) != len(ref):
+        raise shape_error(node, f"bottom 0 {x} and bottom 1 {ref} differ in rank",
+                          "crop against a blob with as many axes")
+    start = canonical_axis(node, node.attrs["axis"], len(x))
+    offsets, cropped = list(node.attrs["offset"]), len(x) - start
+    if len(offsets) > 1 and len(offsets) != cropped:
+        raise shape_error(node, f"{len(offsets)} offsets for {cropped} cropped axes",
+                          "give one offset, or one per axis from crop_param.axis on")
+    if any(o < 0 for o in offsets):
+        raise shape_error(node, f"offsets must be ≥ 0, found {offsets}")
+    return start, (offsets or [0]) * cropped if len(offsets) <= 1 else offsets
+
+
+#: TensorRT's ITopKLayer handles k up to this.
+_TRT_MAX_TOP_K = 3840
+
+
+@register_op
+class ArgMax(Op):
+    """The indices (as floats) of the ``top_k`` largest values, largest first (argmax_param).
+
+    With ``axis``: along that axis, whose dim becomes top_k; ``out_max_val`` gives the values
+    instead. Without: over each item's count(1) values, top (N, 1, top_k, 1…) of rank ≥ 3;
+    ``out_max_val`` then stacks indices and values as (N, 2, top_k, …). Equal values rank the
+    higher index first (std::greater on (value, index) pairs, argmax_layer.cpp).
+    """
+
+    type = "ArgMax"
+    param = "argmax_param"
+
+    @staticmethod
+    def parse(p):
+        return {"out_max_val": p.out_max_val, "top_k": p.top_k,
+                "axis": p.axis if p.has("axis") else None}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        k, axis = node.attrs["top_k"], _argmax_axis(node, x)
+        dim = count(x, 1) if axis is None else x[axis]
+        if not 1 <= k <= dim:
+            raise shape_error(node, f"top_k {k} must be in [1, {dim}] for bottom {x}",
+                              "lower argmax_param.top_k")
+        if axis is not None:
+            return (x[:axis] + (k,) + x[axis + 1:],)
+        rows = 2 if node.attrs["out_max_val"] else 1
+        return ((x[0], rows, k) + (1,) * (len(x) - 3),)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        axis, k = _argmax_axis(node, x.shape), node.attrs["top_k"]
+        data = x if axis is not None else x.reshape(x.shape[0], -1)
+        along = 1 if axis is None else axis
+        # descending by value, ties to the higher index: a stable sort of the flipped axis
+        order = np.argsort(-np.flip(data, along), axis=along, kind="stable")
+        index = data.shape[along] - 1 - np.take(order, np.arange(k), axis=along)
+        values = np.take_along_axis(data, index, axis=along)
+        if axis is not None:
+            return ((values if node.attrs["out_max_val"] else index).astype(np.float32),)
+        rows = [index, values] if node.attrs["out_max_val"] else [index]
+        top = np.stack(rows, axis=1).astype(np.float32)
+        return (top.reshape(ArgMax.infer(node, x.shape)[0]),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        axis, k = _argmax_axis(node, tuple(x.shape)), node.attrs["top_k"]
+        if k > _TRT_MAX_TOP_K:
+            raise shape_error(node, f"top_k {k} exceeds TensorRT's limit {_TRT_MAX_TOP_K}")
+        data = x if axis is not None else ctx.reshape(x, (0, -1), "flatten")
+        along = 1 if axis is None else axis
+        layer = ctx.named(ctx.network.add_topk(data, ctx.trt.TopKOperation.MAX, k, 1 << along),
+                          "topk")
+        values, index = layer.get_output(0), layer.get_output(1)
+        if axis is not None:
+            return (values if node.attrs["out_max_val"] else ctx.cast(index, ctx.float_trt, ""),)
+        rows = [ctx.cast(index, ctx.float_trt, "index")]
+        if node.attrs["out_max_val"]:
+            rows.append(values)
+        stacked = ctx.network.add_concatenation([ctx.unsqueeze(r, 1, f"row{i}")
+                                                 for i, r in enumerate(rows)])
+        stacked.axis = 1
+        top = ctx.out(stacked, "stack")
+        return (ctx.reshape(top, (0, len(rows), k) + (1,) * (len(x.shape) - 3), ""),)
+
+
+def _argmax_axis(node: Node, x: Shape) -> int | None:
+    axis = node.attrs.get("axis")
+    return None if axis is None else canonical_axis(node, axis, len(x))

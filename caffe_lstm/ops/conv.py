@@ -1,0 +1,380 @@
+"""Convolution-shaped layers: Convolution, Deconvolution, Im2col, and their shared geometry.
+
+All three read ``convolution_param``: the channel ``axis`` (default 1; the axes after it are
+spatial, N-D), and per spatial axis a kernel, stride, pad and dilation, each given once for
+every axis or once per axis (``kernel_h``/``kernel_w`` and friends for 2-D only), as
+base_conv_layer.cpp resolves them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from caffe_lstm.ir.graph import Node, Shape
+from caffe_lstm.ops.registry import Op, canonical_axis, count, register_op, shape_error
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """The resolved convolution_param of one node, for a bottom of a given rank."""
+
+    axis: int                      # the channel axis; the axes after it are spatial
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    pad: tuple[int, ...]
+    dilation: tuple[int, ...]
+
+    @property
+    def extent(self) -> tuple[int, ...]:
+        """The span of a dilated kernel: dilation·(kernel − 1) + 1 per axis."""
+        return tuple(d * (k - 1) + 1 for k, d in zip(self.kernel, self.dilation))
+
+    def conv_dims(self, spatial: Shape) -> tuple[int, ...]:
+        """Convolution output dims: ⌊(in + 2·pad − extent) / stride⌋ + 1."""
+        return tuple((n + 2 * p - e) // s + 1
+                     for n, p, e, s in zip(spatial, self.pad, self.extent, self.stride))
+
+    def deconv_dims(self, spatial: Shape) -> tuple[int, ...]:
+        """Deconvolution output dims: stride·(in − 1) + extent − 2·pad."""
+        return tuple(s * (n - 1) + e - 2 * p
+                     for n, p, e, s in zip(spatial, self.pad, self.extent, self.stride))
+
+
+def parse_conv_param(p) -> dict:
+    """What convolution_param writes, unresolved: the spatial rank is only known in infer.
+
+    A ``*_h``/``*_w`` field is None when not written (Caffe tests their presence).
+    """
+    written = {name: getattr(p, name) if p.has(name) else None
+               for name in ("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w")}
+    return {"num_output": p.num_output, "bias_term": p.bias_term, "group": p.group,
+            "axis": p.axis, "kernel_size": list(p.kernel_size), "stride": list(p.stride),
+            "pad": list(p.pad), "dilation": list(p.dilation), **written}
+
+
+def conv_geometry(node: Node, x: Shape) -> ConvGeometry:
+    """The kernel, stride, pad and dilation of every spatial axis of bottom ``x``."""
+    axis = canonical_axis(node, node.attrs["axis"], len(x))
+    n_spatial = len(x) - axis - 1
+    if n_spatial < 1:
+        raise shape_error(node, f"bottom {x} has no spatial axis after channel axis {axis}",
+                          "convolution needs (…, channels, spatial…) bottoms")
+    kernel = _per_axis(node, "kernel_size", "kernel", n_spatial, None)
+    stride = _per_axis(node, "stride", "stride", n_spatial, 1)
+    pad = _per_axis(node, "pad", "pad", n_spatial, 0)
+    dilation = _per_axis(node, "dilation", None, n_spatial, 1)
+    for what, values, low in (("kernel", kernel, 1), ("stride", stride, 1),
+                              ("dilation", dilation, 1), ("pad", pad, 0)):
+        if any(v < low for v in values):
+            raise shape_error(node, f"{what} {list(values)} has a dim below {low}",
+                              f"check convolution_param {what}")
+    return ConvGeometry(axis, kernel, stride, pad, dilation)
+
+
+def _per_axis(node: Node, field: str, hw: str | None, n_spatial: int,
+              default: int | None) -> tuple[int, ...]:
+    """A repeated field (once, or once per spatial axis) or its 2-D ``<hw>_h``/``<hw>_w``."""
+    values = node.attrs.get(field) or []
+    h, w = (node.attrs.get(f"{hw}_h"), node.attrs.get(f"{hw}_w")) if hw else (None, None)
+    if h is not None or w is not None:
+        if n_spatial != 2 or values:
+            raise shape_error(node, f"{hw}_h/{hw}_w given with {len(values)} {field} entries "
+                              f"for {n_spatial} spatial axes",
+                              f"use {hw}_h/{hw}_w only for 2-D, and not with {field}")
+        return (h or 0, w or 0)
+    if not values and default is not None:
+        return (default,) * n_spatial
+    if len(values) not in (1, n_spatial):
+        raise shape_error(node, f"{field} has {len(values)} entries for {n_spatial} spatial axes",
+                          f"give {field} once, or once per spatial axis")
+    return tuple(values) * n_spatial if len(values) == 1 else tuple(values)
+
+
+def _check_channels(node: Node, channels: int) -> None:
+    """num_output > 0 and both channel counts divisible by ``group``."""
+    n, group = node.attrs["num_output"], node.attrs["group"]
+    if n <= 0 or group <= 0:
+        raise shape_error(node, f"num_output {n} and group {group} must be > 0",
+                          "set convolution_param.num_output")
+    if channels % group or n % group:
+        raise shape_error(node, f"channels {channels} and num_output {n} must both be divisible "
+                          f"by group {group}", "check convolution_param.group")
+
+
+def _checked_dims(node: Node, dims: tuple[int, ...], x: Shape) -> tuple[int, ...]:
+    if any(d <= 0 for d in dims):
+        raise shape_error(node, f"the kernel does not fit bottom {x}: output dims {dims}",
+                          "check the kernel, pad and dilation against the input size")
+    return dims
+
+
+def _conv_weight_blobs(node: Node, weight: Shape) -> tuple[tuple[str, Shape], ...]:
+    bias = ("bias", (node.attrs["num_output"],))
+    return (("weight", weight), bias) if node.attrs["bias_term"] else (("weight", weight),)
+
+
+@register_op
+class Convolution(Op):
+    """y[b, m] = Σ_{c in m's group} W[m, c] ⋆ x[b, c] + bias[m] (convolution_param).
+
+    W is (num_output, C/group, *kernel). Each spatial output dim is
+    ⌊(in + 2·pad − dilation·(kernel − 1) − 1) / stride⌋ + 1.
+    """
+
+    type = "Convolution"
+    param = "convolution_param"
+
+    parse = staticmethod(parse_conv_param)
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        g = conv_geometry(node, x)
+        _check_channels(node, x[g.axis])
+        dims = _checked_dims(node, g.conv_dims(x[g.axis + 1:]), x)
+        return (x[:g.axis] + (node.attrs["num_output"],) + dims,)
+
+    @staticmethod
+    def blobs(node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
+        g = conv_geometry(node, x)
+        weight = (node.attrs["num_output"], x[g.axis] // node.attrs["group"]) + g.kernel
+        return _conv_weight_blobs(node, weight)
+
+    @staticmethod
+    def numpy(node: Node, x, w, b=None):
+        g = conv_geometry(node, x.shape)
+        batched = _batched(x, g.axis)
+        y = _convolve(batched, w, g, node.attrs["group"])
+        if b is not None:
+            y += b.reshape((-1,) + (1,) * len(g.kernel))
+        return (y.reshape(x.shape[:g.axis] + y.shape[1:]),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x, w, b=None):
+        g = conv_geometry(node, tuple(x.shape))
+        batched, nd = _to_trt_layout(ctx, node, x, g)
+        layer = ctx.network.add_convolution_nd(batched, node.attrs["num_output"],
+                                               _nd(g.kernel, 1), _weights(ctx, w),
+                                               _weights(ctx, b))
+        layer.num_groups = node.attrs["group"]
+        layer.stride_nd, layer.dilation_nd = _nd(g.stride, 1), _nd(g.dilation, 1)
+        layer.pre_padding = layer.post_padding = _nd(g.pad, 0)
+        return (_from_trt_layout(ctx, ctx.out(layer, "conv" if nd else ""), x, g, nd),)
+
+
+@register_op
+class Deconvolution(Op):
+    """y = the transpose of Convolution: each x[b, c] scatters W[c, m] into y[b, m] at stride
+    steps, then ``pad`` is cut from both ends (convolution_param).
+
+    W is (C, num_output/group, *kernel). Each spatial output dim is
+    stride·(in − 1) + dilation·(kernel − 1) + 1 − 2·pad.
+    """
+
+    type = "Deconvolution"
+    param = "convolution_param"
+
+    parse = staticmethod(parse_conv_param)
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        g = conv_geometry(node, x)
+        _check_channels(node, x[g.axis])
+        dims = _checked_dims(node, g.deconv_dims(x[g.axis + 1:]), x)
+        return (x[:g.axis] + (node.attrs["num_output"],) + dims,)
+
+    @staticmethod
+    def blobs(node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
+        g = conv_geometry(node, x)
+        weight = (x[g.axis], node.attrs["num_output"] // node.attrs["group"]) + g.kernel
+        return _conv_weight_blobs(node, weight)
+
+    @staticmethod
+    def numpy(node: Node, x, w, b=None):
+        g = conv_geometry(node, x.shape)
+        y = _deconvolve(_batched(x, g.axis), w, g, node.attrs["group"])
+        if b is not None:
+            y += b.reshape((-1,) + (1,) * len(g.kernel))
+        return (y.reshape(x.shape[:g.axis] + y.shape[1:]),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x, w, b=None):
+        # TensorRT's deconvolution kernel is CKRS, Caffe's blob order; its padding crops.
+        # TensorRT-RTX refuses strided dilated deconvolutions: the dilation goes into the
+        # kernel instead, as zeros between the taps (exact).
+        g = conv_geometry(node, tuple(x.shape))
+        batched, nd = _to_trt_layout(ctx, node, x, g)
+        kernel = _dilated_kernel(w, g.dilation)
+        layer = ctx.network.add_deconvolution_nd(batched, node.attrs["num_output"],
+                                                 _nd(kernel.shape[2:], 1), _weights(ctx, kernel),
+                                                 _weights(ctx, b))
+        layer.num_groups, layer.stride_nd = node.attrs["group"], _nd(g.stride, 1)
+        layer.pre_padding = layer.post_padding = _nd(g.pad, 0)
+        return (_from_trt_layout(ctx, ctx.out(layer, "deconv" if nd else ""), x, g, nd),)
+
+
+@register_op
+class Im2col(Op):
+    """y[b, (c·K + k)] = the k-th kernel tap of x[b, c] at every output position, K = the
+    number of taps, taps ordered row-major over the kernel axes (convolution_param).
+
+    The spatial output dims are Convolution's; no learned blobs (CTPN turns conv5 into LSTM
+    inputs with it).
+    """
+
+    type = "Im2col"
+    param = "convolution_param"
+
+    parse = staticmethod(parse_conv_param)
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        g = conv_geometry(node, x)
+        dims = _checked_dims(node, g.conv_dims(x[g.axis + 1:]), x)
+        return (x[:g.axis] + (x[g.axis] * count(g.kernel),) + dims,)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        g = conv_geometry(node, x.shape)
+        batched = _batched(x, g.axis)
+        # (B, C, K, *out) with the taps in row-major kernel order, then C and K merged
+        columns = np.stack([tap for _, tap in _taps(_padded(batched, g.pad), g)], axis=2)
+        merged = columns.reshape((batched.shape[0], -1) + columns.shape[3:])
+        return (merged.reshape(x.shape[:g.axis] + merged.shape[1:]),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        # a grouped convolution with one group per channel and a one-hot kernel per tap:
+        # output channel c·K + k copies tap k of channel c (exact: one product by 1)
+        g = conv_geometry(node, tuple(x.shape))
+        channels, taps = x.shape[g.axis], count(g.kernel)
+        if channels < 0:
+            raise shape_error(node, "the channel axis is dynamic (-1) in the TensorRT network",
+                              "keep the channels fixed in the build's shape ranges")
+        one_hot = np.eye(taps, dtype=np.float32).reshape((taps, 1) + g.kernel)
+        kernel = np.tile(one_hot, (channels, 1) + (1,) * len(g.kernel))
+        batched, nd = _to_trt_layout(ctx, node, x, g)
+        layer = ctx.network.add_convolution_nd(batched, channels * taps, _nd(g.kernel, 1),
+                                               _weights(ctx, kernel), _weights(ctx, None))
+        layer.num_groups = channels
+        layer.stride_nd, layer.dilation_nd = _nd(g.stride, 1), _nd(g.dilation, 1)
+        layer.pre_padding = layer.post_padding = _nd(g.pad, 0)
+        return (_from_trt_layout(ctx, ctx.out(layer, "im2col" if nd else ""), x, g, nd),)
+
+
+# ---- numpy ------------------------------------------------------------------------------------
+
+
+def _batched(x: np.ndarray, axis: int) -> np.ndarray:
+    """x as (B, C, *spatial): the axes before the channel axis merged (B = 1 for axis 0)."""
+    return x.reshape((count(x.shape, 0, axis),) + x.shape[axis:])
+
+
+def _padded(x: np.ndarray, pad: tuple[int, ...]) -> np.ndarray:
+    """Zeros around every spatial axis of (B, C, *spatial)."""
+    return np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+
+
+def _taps(padded: np.ndarray, g: ConvGeometry):
+    """(offset, x_tap) for every kernel offset, row-major: x_tap[b, c, *o] is the padded input
+    at o·stride + offset·dilation, i.e. what kernel tap ``offset`` multiplies."""
+    out = g.conv_dims(tuple(n - 2 * p for n, p in zip(padded.shape[2:], g.pad)))
+    for offset in itertools.product(*(range(k) for k in g.kernel)):
+        index = tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
+                      for o, d, s, n in zip(offset, g.dilation, g.stride, out))
+        yield offset, padded[(slice(None), slice(None)) + index]
+
+
+def _convolve(x: np.ndarray, w: np.ndarray, g: ConvGeometry, group: int) -> np.ndarray:
+    """y[b, m, *o] = Σ_offset Σ_c W[m, c, offset] · x_tap[b, c, *o] within each group: one
+    matrix product per kernel tap keeps memory at the output's size."""
+    m_per, c_per = w.shape[0] // group, w.shape[1]
+    y = np.zeros((x.shape[0], w.shape[0]) + g.conv_dims(x.shape[2:]), np.float32)
+    for offset, tap in _taps(_padded(x, g.pad), g):
+        for k in range(group):
+            outs, ins = slice(k * m_per, (k + 1) * m_per), slice(k * c_per, (k + 1) * c_per)
+            product = np.tensordot(w[(outs, slice(None)) + offset], tap[:, ins], axes=([1], [1]))
+            y[:, outs] += np.moveaxis(product, 0, 1)   # (m, b, *o) -> (b, m, *o)
+    return y
+
+
+def _deconvolve(x: np.ndarray, w: np.ndarray, g: ConvGeometry, group: int) -> np.ndarray:
+    """Scatter-add: tap ``offset`` of W[c, m] adds W·x[b, c, *i] at position
+    i·stride + offset·dilation of the uncropped output, which then loses ``pad`` at both ends."""
+    c_per, m_per = x.shape[1] // group, w.shape[1]
+    full_dims = tuple(s * (n - 1) + e for n, s, e in zip(x.shape[2:], g.stride, g.extent))
+    full = np.zeros((x.shape[0], m_per * group) + full_dims, np.float32)
+    for offset in itertools.product(*(range(k) for k in g.kernel)):
+        index = tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
+                      for o, d, s, n in zip(offset, g.dilation, g.stride, x.shape[2:]))
+        for k in range(group):
+            ins, outs = slice(k * c_per, (k + 1) * c_per), slice(k * m_per, (k + 1) * m_per)
+            product = np.tensordot(w[(ins, slice(None)) + offset], x[:, ins], axes=([0], [1]))
+            full[(slice(None), outs) + index] += np.moveaxis(product, 0, 1)
+    crop = tuple(slice(p, n - p) for p, n in zip(g.pad, full_dims))
+    return full[(slice(None), slice(None)) + crop]
+
+
+# ---- TensorRT ---------------------------------------------------------------------------------
+
+
+def _nd(values: tuple[int, ...], filler: int) -> tuple[int, ...]:
+    """Per-axis values for TensorRT, which has no 1-D convolution: a 1-D axis gets a second
+    axis of size 1 (``filler`` is its value: 1 for kernel/stride/dilation, 0 for pad)."""
+    return values + (filler,) if len(values) == 1 else values
+
+
+def _weights(ctx, array: np.ndarray | None):
+    """A trt.Weights in the network's float type (empty for None), kept alive for the build."""
+    if array is None:
+        return ctx.trt.Weights(ctx.float_trt)   # TensorRT refuses an empty array's pointer
+    data = np.ascontiguousarray(array, dtype=ctx.float_np)
+    ctx.keep_alive.append(data)
+    return ctx.trt.Weights(data)
+
+
+def _dilated_kernel(w: np.ndarray, dilation: tuple[int, ...]) -> np.ndarray:
+    """W with dilation − 1 zeros between its taps on every spatial axis: a plain kernel of
+    the dilated extent that computes the same."""
+    if all(d == 1 for d in dilation):
+        return w
+    extent = tuple(d * (k - 1) + 1 for k, d in zip(w.shape[2:], dilation))
+    spread = np.zeros(w.shape[:2] + extent, w.dtype)
+    spread[(slice(None), slice(None)) + tuple(slice(None, None, d) for d in dilation)] = w
+    return spread
+
+
+def _to_trt_layout(ctx, node: Node, x, g: ConvGeometry):
+    """x as TensorRT's (N, C, 2 or 3 spatial): leading axes merged (or one added for axis 0),
+    a 1-D spatial axis gets a trailing size-1 axis. Returns (tensor, whether it was changed)."""
+    n_spatial = len(g.kernel)
+    if n_spatial > 3:
+        raise shape_error(node, f"{n_spatial} spatial axes: TensorRT convolves 1 to 3",
+                          "reshape the blob to at most 3 spatial axes")
+    tensor = x
+    if g.axis != 1:
+        tail = tuple(x.shape[g.axis:])
+        if any(d < 0 for d in tail):
+            raise shape_error(node, "channel or spatial dims are dynamic with axis != 1",
+                              "keep them fixed in the build's shape ranges")
+        tensor = ctx.reshape(x, (-1,) + tail if g.axis > 0 else (1,) + tail, "batch")
+    if n_spatial == 1:
+        tensor = ctx.unsqueeze(tensor, 3, "to_2d")
+    return tensor, tensor is not x
+
+
+def _from_trt_layout(ctx, y, x, g: ConvGeometry, changed: bool):
+    """The inverse of _to_trt_layout on the output: x's leading axes back, 1-D again."""
+    if not changed:
+        return y
+    if len(g.kernel) == 1:
+        y = ctx.squeeze(y, 3, "from_2d" if g.axis != 1 else "")
+    if g.axis == 1:
+        return y
+    lead = tuple(x.shape[:g.axis])
+    if all(d >= 0 for d in lead):
+        return ctx.reshape(y, lead + tuple(y.shape[1:]), "")
+    shape = ctx.concat_shape([ctx.dims(x, 0, g.axis), ctx.dims(y, 1)])
+    return ctx.reshape(y, shape, "")

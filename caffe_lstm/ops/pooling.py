@@ -1,0 +1,302 @@
+"""Windowed reductions over (N, C, H, W) blobs: Pooling and LRN.
+
+Caffe's pooling differs from most frameworks in two ways (pooling_layer.cpp):
+
+- the output size is rounded up by default (``round_mode: CEIL``), and when there is padding the
+  last window must start inside the padded input: if (out − 1)·stride ≥ in + pad, the last
+  output is dropped;
+- AVE divides by the window clipped to the padded input [−pad, in + pad) (padding counts, the
+  overhang of a rounded-up window does not), while MAX looks at the real input only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from caffe_lstm.ir.graph import Node, Shape
+from caffe_lstm.ops.activation import with_scalar
+from caffe_lstm.ops.registry import Op, register_op, shape_error
+
+POOL_METHODS = ("MAX", "AVE")
+#: The most negative float32, where Caffe's MAX starts (a window of padding only keeps it).
+_FLT_LOWEST = np.float32(np.finfo(np.float32).min)
+
+
+@dataclass(frozen=True)
+class PoolGeometry:
+    """The resolved pooling_param for one (N, C, H, W) bottom; every tuple is (h, w)."""
+
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int]
+    out: tuple[int, int]
+
+    def starts(self, axis: int) -> np.ndarray:
+        """Where each window starts on ``axis``, in unpadded coordinates (may be < 0)."""
+        return np.arange(self.out[axis]) * self.stride[axis] - self.pad[axis]
+
+    def divisor(self, axis: int, size: int) -> np.ndarray:
+        """Caffe's AVE divisor along ``axis``: the window clipped to [−pad, in + pad)."""
+        start = self.starts(axis)
+        return np.minimum(start + self.kernel[axis], size + self.pad[axis]) - start
+
+    def real_count(self, axis: int, size: int) -> np.ndarray:
+        """The window's overlap with the real input [0, in) along ``axis``."""
+        start = self.starts(axis)
+        return np.minimum(start + self.kernel[axis], size) - np.maximum(start, 0)
+
+
+def _written(p, name: str):
+    return getattr(p, name) if p.has(name) else None
+
+
+@register_op
+class Pooling(Op):
+    """y[n, c, i, j] = max or mean of x[n, c] over the window at (i·stride − pad, j·stride − pad)
+    (pooling_param; ``global_pooling`` takes the whole H×W).
+
+    Output dims: ⌈(in + 2·pad − kernel) / stride⌉ + 1 (CEIL, the default) or ⌊…⌋ + 1 (FLOOR),
+    minus one when padding makes the last window start at or past in + pad.
+    """
+
+    type = "Pooling"
+    param = "pooling_param"
+
+    @staticmethod
+    def parse(p):
+        fields = ("kernel_size", "kernel_h", "kernel_w", "stride", "stride_h", "stride_w",
+                  "pad", "pad_h", "pad_w")
+        return {"pool": p.pool, "global_pooling": p.global_pooling,
+                "round_mode": p.round_mode, **{name: _written(p, name) for name in fields}}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        g = pool_geometry(node, x)
+        return (x[:2] + g.out,)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        g = pool_geometry(node, x.shape)
+        if node.attrs["pool"] == "MAX":
+            return (_max_pool(x, g),)
+        return (_ave_pool(x, g),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        if node.attrs["global_pooling"]:  # the whole H×W: a reduction, dynamic dims welcome
+            kind = ctx.trt.ReduceOperation
+            op = kind.MAX if node.attrs["pool"] == "MAX" else kind.AVG
+            return (ctx.out(ctx.network.add_reduce(x, op, 0b1100, True)),)
+        return (_trt_window_pool(ctx, node, x),)
+
+
+def pool_geometry(node: Node, x: Shape) -> PoolGeometry:
+    """Kernel, stride, pad and output dims, with pooling_layer.cpp's checks."""
+    if len(x) != 4:
+        raise shape_error(node, f"expected a 4-axis (N, C, H, W) bottom, found {x}")
+    attrs = node.attrs
+    if attrs["pool"] not in POOL_METHODS:
+        raise shape_error(node, f"pool {attrs['pool']} is not supported",
+                          f"use one of {', '.join(POOL_METHODS)}")
+    kernel = _kernel(node, x)
+    stride, pad = _pair(node, "stride", "stride", 1), _pair(node, "pad", "pad", 0)
+    if attrs["global_pooling"] and (pad != (0, 0) or stride != (1, 1)):
+        raise shape_error(node, f"global_pooling with pad {pad} and stride {stride}",
+                          "global pooling allows only pad 0 and stride 1")
+    if min(stride) < 1 or pad[0] >= kernel[0] or pad[1] >= kernel[1]:
+        raise shape_error(node, f"stride {stride} must be ≥ 1 and pad {pad} below kernel {kernel}",
+                          "check pooling_param")
+    out = tuple(_pooled_dim(node, n, k, s, p, any(pad))
+                for n, k, s, p in zip(x[2:], kernel, stride, pad))
+    return PoolGeometry(kernel, stride, pad, out)
+
+
+def _kernel(node: Node, x: Shape) -> tuple[int, int]:
+    written = [node.attrs[f] is not None for f in ("kernel_size", "kernel_h", "kernel_w")]
+    if node.attrs["global_pooling"]:
+        if any(written):
+            raise shape_error(node, "global_pooling with a kernel size",
+                              "drop kernel_size/kernel_h/kernel_w")
+        return x[2], x[3]
+    kernel = _pair(node, "kernel_size", "kernel", None)
+    if min(kernel) < 1:
+        raise shape_error(node, f"kernel {kernel} has a dim below 1", "check pooling_param")
+    return kernel
+
+
+def _pair(node: Node, single: str, hw: str, default: int | None) -> tuple[int, int]:
+    """``<single>`` for both axes, or ``<hw>_h`` and ``<hw>_w`` (both, and not with single)."""
+    value, h, w = (node.attrs[f] for f in (single, f"{hw}_h", f"{hw}_w"))
+    if h is not None or w is not None:
+        if value is not None or h is None or w is None:
+            raise shape_error(node, f"{single} and {hw}_h/{hw}_w mixed: found {single} {value}, "
+                              f"{hw}_h {h}, {hw}_w {w}",
+                              f"give {single}, or both {hw}_h and {hw}_w")
+        return h, w
+    if value is None and default is None:
+        raise shape_error(node, "no kernel size", "give kernel_size, or kernel_h and kernel_w")
+    return (default, default) if value is None else (value, value)
+
+
+def _pooled_dim(node: Node, size: int, kernel: int, stride: int, pad: int,
+                padded: bool) -> int:
+    span = size + 2 * pad - kernel
+    if span < 0:
+        raise shape_error(node, f"kernel {kernel} is larger than the padded input {size + 2 * pad}",
+                          "check kernel and pad against the input size")
+    ceil = node.attrs["round_mode"] != "FLOOR"
+    out = (-(-span // stride) if ceil else span // stride) + 1
+    # with padding, the last window must start strictly inside the padded input
+    if padded and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+# ---- numpy ------------------------------------------------------------------------------------
+
+
+def _windows(x: np.ndarray, g: PoolGeometry, fill: float) -> np.ndarray:
+    """(N, C, OH, OW, kh, kw): every window, positions outside the real input set to ``fill``."""
+    widths = []
+    for axis in range(2):
+        needed = (g.out[axis] - 1) * g.stride[axis] + g.kernel[axis]   # from −pad on
+        widths.append((g.pad[axis], needed - g.pad[axis] - x.shape[2 + axis]))
+    grown = np.pad(x, [(0, 0), (0, 0)] + [(front, max(back, 0)) for front, back in widths],
+                   constant_values=fill)
+    grown = grown[:, :, :grown.shape[2] + min(widths[0][1], 0),
+                  :grown.shape[3] + min(widths[1][1], 0)]   # windows that stop short
+    views = np.lib.stride_tricks.sliding_window_view(grown, g.kernel, axis=(2, 3))
+    return views[:, :, ::g.stride[0], ::g.stride[1]]
+
+
+def _max_pool(x: np.ndarray, g: PoolGeometry) -> np.ndarray:
+    # padding never wins; a window of padding only gives Caffe's initial −FLT_MAX
+    return np.maximum(_windows(x, g, -np.inf).max(axis=(-2, -1)), _FLT_LOWEST)
+
+
+def _ave_pool(x: np.ndarray, g: PoolGeometry) -> np.ndarray:
+    # Σ over the real input / the window clipped to the padded input
+    total = _windows(x, g, 0.0).sum(axis=(-2, -1), dtype=np.float32)
+    divisor = np.outer(g.divisor(0, x.shape[2]), g.divisor(1, x.shape[3]))
+    return (total / divisor.astype(np.float32)).astype(np.float32)
+
+
+# ---- TensorRT ---------------------------------------------------------------------------------
+
+
+def _trt_window_pool(ctx, node: Node, x):
+    """IPoolingLayer with explicit padding rounded down: pre = pad, post = whatever makes the
+    last window Caffe's (≥ pad; more when Caffe rounds up). MAX ignores padding. AVE divides by
+    the real input in the window (average_count_excludes_padding), then multiplies by
+    real / Caffe's divisor where they differ."""
+    sizes = tuple(x.shape[2:])
+    if any(n < 0 for n in sizes):  # Caffe's output size depends on them
+        raise shape_error(node, "H or W is dynamic (-1) in the TensorRT network",
+                          "keep the spatial dims fixed in the build's shape ranges")
+    g = pool_geometry(node, tuple(x.shape))
+    post = tuple(max(p, (o - 1) * s + k - n - p)
+                 for n, k, s, p, o in zip(sizes, g.kernel, g.stride, g.pad, g.out))
+    is_max = node.attrs["pool"] == "MAX"
+    kind = ctx.trt.PoolingType.MAX if is_max else ctx.trt.PoolingType.AVERAGE
+    layer = ctx.network.add_pooling_nd(x, kind, g.kernel)
+    layer.stride_nd, layer.pre_padding, layer.post_padding = g.stride, g.pad, post
+    layer.padding_mode = ctx.trt.PaddingMode.EXPLICIT_ROUND_DOWN
+    layer.average_count_excludes_padding = True
+    factor = None if is_max else np.outer(
+        *(g.real_count(a, n) / g.divisor(a, n) for a, n in enumerate(sizes)))
+    if factor is None or np.all(factor == 1):
+        return ctx.out(layer)
+    pooled = ctx.out(layer, "pool")
+    correction = ctx.constant(factor.reshape((1, 1) + factor.shape), "divisor")
+    return ctx.out(ctx.network.add_elementwise(pooled, correction,
+                                               ctx.trt.ElementWiseOperation.PROD))
+
+
+# ---- LRN --------------------------------------------------------------------------------------
+
+NORM_REGIONS = ("ACROSS_CHANNELS", "WITHIN_CHANNEL")
+
+
+@register_op
+class LRN(Op):
+    """y = x · (k + α/n · Σ x²)^−β over n = local_size neighbouring channels (ACROSS_CHANNELS),
+    or y = x · (1 + α/n² · Σ x²)^−β over an n×n spatial square (WITHIN_CHANNEL, where Caffe
+    ignores k); windows centred, zero-padded (lrn_param).
+    """
+
+    type = "LRN"
+    param = "lrn_param"
+
+    @staticmethod
+    def parse(p):
+        return {"local_size": p.local_size, "alpha": p.alpha, "beta": p.beta, "k": p.k,
+                "norm_region": p.norm_region}
+
+    @staticmethod
+    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+        if len(x) != 4:
+            raise shape_error(node, f"expected a 4-axis (N, C, H, W) bottom, found {x}")
+        size, region = node.attrs["local_size"], node.attrs["norm_region"]
+        if size < 1 or size % 2 == 0:
+            raise shape_error(node, f"local_size must be odd, found {size}",
+                              "use an odd lrn_param.local_size")
+        if region not in NORM_REGIONS:
+            raise shape_error(node, f"norm_region {region} is unknown",
+                              f"use one of {', '.join(NORM_REGIONS)}")
+        return (x,)
+
+    @staticmethod
+    def numpy(node: Node, x):
+        size, alpha, beta = (node.attrs[k] for k in ("local_size", "alpha", "beta"))
+        half = (size - 1) // 2
+        axes = (1,) if node.attrs["norm_region"] == "ACROSS_CHANNELS" else (2, 3)
+        pads = [(half, half) if axis in axes else (0, 0) for axis in range(4)]
+        windows = np.lib.stride_tricks.sliding_window_view(
+            np.pad(np.square(x), pads), (size,) * len(axes), axis=axes)
+        mean = windows.sum(axis=tuple(range(-len(axes), 0)), dtype=np.float32) / np.float32(
+            size ** len(axes))
+        scale = _lrn_shift(node) + np.float32(alpha) * mean
+        return (x * np.power(scale, np.float32(-beta)),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node, x):
+        size, alpha, beta, k = (node.attrs[a] for a in ("local_size", "alpha", "beta", "k"))
+        across = node.attrs["norm_region"] == "ACROSS_CHANNELS"
+        # ILRNLayer: x / (k + α/n · Σ x²)^β across channels, within its parameter ranges
+        if across and size <= 15 and 0.01 <= beta <= 1e5 and 1e-5 <= k <= 1e10 and abs(
+                alpha) <= 1e20:
+            return (ctx.out(ctx.network.add_lrn(x, size, alpha, beta, k)),)
+        return (_trt_lrn_by_pooling(ctx, node, x, across),)
+
+
+def _lrn_shift(node: Node) -> np.float32:
+    """k across channels; 1 within a channel (lrn_layer.cpp's power layer has shift 1)."""
+    return np.float32(node.attrs["k"] if node.attrs["norm_region"] == "ACROSS_CHANNELS" else 1)
+
+
+def _trt_lrn_by_pooling(ctx, node: Node, x, across: bool):
+    """LRN from primitives: the window mean of x² by average pooling with zero padding counted
+    (across channels: C becomes a pooled spatial axis of (N, 1, C, H·W)), then
+    y = x · (shift + α·mean)^−β."""
+    ops, size = ctx.trt.ElementWiseOperation, node.attrs["local_size"]
+    half = (size - 1) // 2
+    square = ctx.out(ctx.network.add_elementwise(x, x, ops.PROD), "square")
+    if across:
+        if x.shape[1] < 0:
+            raise shape_error(node, "the channel axis is dynamic (-1) in the TensorRT network",
+                              "keep the channels fixed in the build's shape ranges")
+        square = ctx.reshape(square, (0, 1, x.shape[1], -1), "channels_as_rows")
+    window, pad = ((size, 1), (half, 0)) if across else ((size, size), (half, half))
+    layer = ctx.network.add_pooling_nd(square, ctx.trt.PoolingType.AVERAGE, window)
+    layer.pre_padding = layer.post_padding = pad
+    layer.average_count_excludes_padding = False   # divide by the whole window: n or n²
+    mean = ctx.out(layer, "mean")
+    if across:
+        mean = ctx.reshape(mean, ctx.shape(x), "mean_reshape")
+    scaled = with_scalar(ctx, mean, node.attrs["alpha"], ops.PROD, "alpha")
+    scale = with_scalar(ctx, scaled, float(_lrn_shift(node)), ops.SUM, "shift")
+    factor = with_scalar(ctx, scale, -node.attrs["beta"], ops.POW, "power")
+    return ctx.out(ctx.network.add_elementwise(x, factor, ops.PROD))
+
