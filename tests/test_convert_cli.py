@@ -139,3 +139,23 @@ def test_progress_bar_on_a_terminal(tmp_path):
     assert proc.returncode == 0, proc.stdout
     assert "Building engine" in proc.stdout and "[####" in proc.stdout
     assert "wrote " in proc.stdout.split("\r")[-1]
+
+
+def test_readme_worked_example_deepspeech_relu(invoke, tmp_path):
+    """The README's worked example, command by command."""
+    net = sample("deepspeech_relu")[0]
+    weights, engine = tmp_path / "ds.caffemodel", tmp_path / "ds.engine"
+    assert invoke("inspect", net).exit_code == 0
+    assert invoke("weights", "init", net, "-o", weights, "--seed", 3).exit_code == 0
+    result = invoke("verify", net, "-w", weights)
+    assert result.exit_code == 0 and result.stdout.count(" ok") == 2, result.stdout
+    result = invoke("convert", net, "-w", weights, "-o", engine, "--fp16", "--state", "zero",
+                    "--shape", "frames:1x1x161:50x2x161:500x8x161", "--shape",
+                    "cont:1x1:50x2:500x8")
+    assert result.exit_code == 0, result.stderr
+    assert engine.read_bytes()[:4] == RTX_MAGIC
+    result = invoke("weights", "export", net, "-w", weights, "--layer", "rnn1", "--layout", "onnx",
+                    "-o", tmp_path / "rnn1.npz")
+    assert result.exit_code == 0, result.stderr
+    with np.load(tmp_path / "rnn1.npz") as arrays:
+        assert arrays["W"].shape == (1, 256, 161) and arrays["B"].shape == (1, 512)

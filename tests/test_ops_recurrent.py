@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from caffe_lstm.errors import ShapeError, UnsupportedLayerError
+from caffe_lstm.errors import ShapeError
 from caffe_lstm.frontend.params import to_params
 from caffe_lstm.ops import get_op
 from caffe_lstm.proto import caffe_pb2
@@ -340,9 +340,12 @@ def test_fork_lstm_time_major_layout_with_clip():
 
 
 def test_parse_reads_recurrent_and_lstm_params():
-    p = to_params(caffe_pb2.RecurrentParameter(num_output=4, expose_hidden=True, peephole=False))
+    p = to_params(caffe_pb2.RecurrentParameter(num_output=4, expose_hidden=True))
     assert get_op("LSTM").parse(p) == {"num_output": 4, "expose_hidden": True, "extensions": {}}
     assert get_op("RNN").parse(p) == {"num_output": 4, "expose_hidden": True, "extensions": {}}
+    # extension fields are kept by presence, even at their default value
+    p = to_params(caffe_pb2.RecurrentParameter(num_output=4, peephole=False, num_proj=2))
+    assert get_op("LSTM").parse(p)["extensions"] == {"peephole": False, "num_proj": 2}
     fork = to_params(caffe_pb2.LSTMParameter(num_output=3, clipping_threshold=0.1, batch_size=2))
     assert get_op("Lstm").parse(fork) == {"num_output": 3, "batch_size": 2}
 
@@ -403,18 +406,18 @@ def test_shape_errors_name_the_layer(op_type, attrs, shapes, n_tops, expected):
     assert expected in _infer_error(op_type, attrs, shapes, n_tops)
 
 
-@pytest.mark.parametrize("op_type", ["LSTM", "RNN"])
 @pytest.mark.parametrize("field, value, shown", [
     ("peephole", True, "recurrent_param.peephole: true"),
+    ("peephole", False, "recurrent_param.peephole: false"),
     ("num_proj", 16, "recurrent_param.num_proj: 16"),
     ("candidate_activation", caffe_pb2.RecurrentParameter.RELU,
      "recurrent_param.candidate_activation: RELU"),
     ("cell_activation", caffe_pb2.RecurrentParameter.IDENTITY, "cell_activation: IDENTITY"),
-    ("relu_clip", 6.0, "recurrent_param.relu_clip: 6.0"),
-    ("cell_clip", 3.0, "recurrent_param.cell_clip: 3.0"),
+    ("relu_clip", 6.0, "recurrent_param.relu_clip: 6"),
+    ("cell_clip", 3.0, "recurrent_param.cell_clip: 3"),
 ])
-def test_extension_fields_are_rejected(op_type, field, value, shown):
+def test_rnn_rejects_every_extension_field(field, value, shown):
     p = to_params(caffe_pb2.RecurrentParameter(num_output=2, **{field: value}))
-    attrs = get_op(op_type).parse(p)
-    message = _infer_error(op_type, attrs, [(5, 3, 4), (5, 3)], error=UnsupportedLayerError)
-    assert shown in message and "not supported yet" in message
+    attrs = get_op("RNN").parse(p)
+    message = _infer_error("RNN", attrs, [(5, 3, 4), (5, 3)])
+    assert shown in message and "RNN has no cell variants" in message

@@ -52,3 +52,4 @@ from caffe_lstm.cli import verify as _verify  # noqa: E402,F401
 from caffe_lstm.cli import dot as _dot  # noqa: E402,F401
 from caffe_lstm.cli import rewrite as _rewrite  # noqa: E402,F401
 from caffe_lstm.cli import convert as _convert  # noqa: E402,F401
+from caffe_lstm.cli import weights as _weights  # noqa: E402,F401

@@ -3,21 +3,30 @@
 Outside the loop: the input projection of all time steps (one InnerProduct, axis 2) and, for
 a static input, one InnerProduct without bias whose (1, N, G) result every step reads (a loop
 invariant, as in Caffe's own unrolled net; a Tile over time would fix T at rewrite time and
-break engines with a dynamic sequence length). Inside the loop body, per step: the delta node (cont_t times the carried state, Caffe's two-bottom
-Scale on axis 0), the one recurrent InnerProduct, the gate sum, the gates sliced by name, their
-activations and the cell and hidden updates. Names follow Caffe's own unrolled net
+break engines with a dynamic sequence length). Inside the loop body, per step: the delta nodes
+(cont_t times the carried states, Caffe's two-bottom Scale on axis 0), the one recurrent
+InnerProduct, the gate sum, the gates sliced by name, their activations and the cell and
+hidden updates. Names follow Caffe's own unrolled net
 (lstm_layer.cpp FillUnrolledNet): W_xc_x, h_conted, W_hc_h, gate_input, c, h.
+
+The LSTM variants of spec/recurrent-extensions.md are primitive layers too: the activations
+TanH, Sigmoid, ReLU or Clip (min 0, max κ for CLIPPED_RELU; IDENTITY is no layer), each
+peephole a learned one-bottom Scale (axis 2) of the cell plus a SUM, the cell clip a Clip
+(−cell_clip, cell_clip) after the update, the projection one more InnerProduct (W_hr) after
+m_t; with a projection the carried state is r (values r_prev, r_conted, W_hc_r, m, r).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
+
+import numpy as np
 
 from caffe_lstm.ir.builder import GraphBuilder
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops.loop import LoopState
-from caffe_lstm.ops.recurrent import CAFFE_GATES
+from caffe_lstm.ops.recurrent import CAFFE_GATES, PEEPHOLE_GATES, LstmBlobs, LstmVariant
 from caffe_lstm.ops.registry import count
 
 #: Layer types this pass replaces.
@@ -69,30 +78,91 @@ def _masked(b: GraphBuilder, name: str, state: Value, cont_t: Value | None) -> V
     return b.scale(name, state, cont_t) if cont_t is not None else state
 
 
-def _lstm_cell(step: _Step, w_hc: Value, has_cont: bool, has_static: bool) -> None:
-    """One LSTMUnit step; body inputs W_xc_x_t, [cont_t], h_prev, c_prev, [W_xc_x_static]."""
-    b = step.builder
+@dataclass
+class _CellWeights:
+    """The weights one LSTM step reads: W_hc, the peephole rows by gate (empty without
+    peepholes) and W_hr (None without a projection)."""
+
+    w_hc: Value
+    peepholes: dict[str, Value] = field(default_factory=dict)
+    w_hr: Value | None = None
+
+
+def _lstm_cell(step: _Step, w: _CellWeights, variant: LstmVariant, has_cont: bool,
+               has_static: bool) -> None:
+    """One LSTM step (with defaults, Caffe's LSTMUnit); body inputs W_xc_x_t, [cont_t],
+    r_prev (h_prev without a projection), c_prev, [W_xc_x_static]."""
+    b, rec = step.builder, variant.recurrent_name
     w_xc_x_t = step.input("W_xc_x_t")
     cont_t = step.input("cont_t") if has_cont else None
-    h_prev, c_prev = step.input("h_prev"), step.input("c_prev")
+    r_prev, c_prev = step.input(f"{rec}_prev"), step.input("c_prev")
     static_t = [step.input("W_xc_x_static")] if has_static else []
-    # h_conted = cont_t · h_{t-1}
-    h_conted = _masked(b, "h_conted", h_prev, cont_t)
+    # h_conted = cont_t · h_{t-1}   (r̃ = cont_t · r_{t−1} with a projection)
+    r_conted = _masked(b, f"{rec}_conted", r_prev, cont_t)
+    # c̃ = cont_t · c_{t-1}
+    c_conted = _masked(b, "c_conted", c_prev, cont_t)
     # W_hc_h = h_conted · W_hcᵀ   (the one recurrent matrix multiply)
-    w_hc_h = b.inner_product("transform", h_conted, w_hc, top="W_hc_h")
+    w_hc_h = b.inner_product("transform", r_conted, w.w_hc, top=f"W_hc_{rec}")
     # gate_input = W_hc_h + W_xc_x_t (+ W_xc_x_static)
     gate_input = b.eltwise("gate_input", "SUM", w_hc_h, w_xc_x_t, *static_t)
     # [a_i | a_f | a_o | a_g] = gate_input
     a = dict(zip(CAFFE_GATES, b.slice("gate", gate_input, axis=2, parts=CAFFE_GATES)))
-    # i_t = σ(a_i), f_t = σ(a_f), o_t = σ(a_o), g_t = tanh(a_g)
-    i, f, o = (b.unary("Sigmoid", gate, a[gate]) for gate in ("i", "f", "o"))
-    g = b.unary("TanH", "g", a["g"])
-    # c_t = f_t · (cont_t · c_{t-1}) + i_t · g_t
-    c_conted = _masked(b, "c_conted", c_prev, cont_t)
-    c = b.eltwise("c", "SUM", b.eltwise("f_c", "PROD", f, c_conted), b.eltwise("i_g", "PROD", i, g))
-    # h_t = o_t · tanh(c_t)
-    h = b.eltwise("h", "PROD", o, b.unary("TanH", "tanh_c", c))
-    step.graph.outputs = [h, c, h]  # next h, next c; the step output h
+    # i_t = σ(a_i + p_i ⊙ c̃), f_t = σ(a_f + p_f ⊙ c̃)   (peephole terms only with peephole)
+    i, f = (b.unary("Sigmoid", gate, _peephole(b, gate, a[gate], c_conted, w.peepholes))
+            for gate in ("i", "f"))
+    # g_t = candidate_activation(a_g)   (tanh in Caffe)
+    g = _activation(b, variant.candidate_activation, variant.relu_clip, "g", a["g"])
+    # c_t = f_t · c̃ + i_t · g_t
+    c = b.eltwise("c_unclipped" if variant.cell_clip > 0 else "c", "SUM",
+                  b.eltwise("f_c", "PROD", f, c_conted), b.eltwise("i_g", "PROD", i, g))
+    if variant.cell_clip > 0:
+        # c_t = clamp(c_t, −cell_clip, cell_clip)   (the stored state, after the update)
+        c = _clip(b, "c", c, -variant.cell_clip, variant.cell_clip)
+    # o_t = σ(a_o + p_o ⊙ c_t)   (the output peephole sees the new cell)
+    o = b.unary("Sigmoid", "o", _peephole(b, "o", a["o"], c, w.peepholes))
+    # h_t = o_t · tanh(c_t)   (m_t = o_t ⊙ cell_activation(c_t))
+    h_c = _activation(b, variant.cell_activation, variant.relu_clip,
+                      _CELL_OUTPUT_NAMES.get(variant.cell_activation, ""), c)
+    m = b.eltwise("m" if variant.num_proj else "h", "PROD", o, h_c)
+    # r_t = m_t · W_hrᵀ   (the recurrent projection; without one, r_t = h_t = m_t)
+    r = b.inner_product("r", m, w.w_hr) if variant.num_proj else m
+    step.graph.outputs = [r, c, r]  # next r, next c; the step output r
+
+
+#: Names of the cell activation's node, by activation (Caffe's unrolled net says tanh_c).
+_CELL_OUTPUT_NAMES = {"TANH": "tanh_c", "SIGMOID": "sigmoid_c", "RELU": "relu_c",
+                      "CLIPPED_RELU": "clipped_relu_c"}
+
+
+def _activation(b: GraphBuilder, kind: str, relu_clip: float, name: str, x: Value) -> Value:
+    """A RecurrentActivation as primitive layers (node ``name``); IDENTITY is no layer."""
+    if kind == "TANH":
+        return b.unary("TanH", name, x)
+    if kind == "SIGMOID":
+        return b.unary("Sigmoid", name, x)
+    if kind == "RELU":
+        return b.add("ReLU", name, [x], {"negative_slope": 0.0})[0]
+    if kind == "CLIPPED_RELU":
+        # min(max(x, 0), κ) = Caffe's Clip with min 0 and max κ
+        return _clip(b, name, x, 0.0, relu_clip)
+    return x  # IDENTITY
+
+
+def _clip(b: GraphBuilder, name: str, x: Value, low: float, high: float) -> Value:
+    """Caffe's Clip layer: y = max(min(x, high), low)."""
+    return b.add("Clip", name, [x], {"min": float(low), "max": float(high)})[0]
+
+
+def _peephole(b: GraphBuilder, gate: str, a: Value, c: Value, peepholes: dict[str, Value]
+              ) -> Value:
+    """a + p_gate ⊙ c (p_gate a learned (H,) Scale on axis 2); ``a`` itself without peepholes."""
+    if not peepholes:
+        return a
+    # p_gate ⊙ c
+    p_c = b.add("Scale", f"peephole_{gate}", [c],
+                {"axis": 2, "num_axes": 1, "bias_term": False}, [peepholes[gate]])[0]
+    # a_gate + p_gate ⊙ c
+    return b.eltwise(f"gate_{gate}_peephole", "SUM", a, p_c)
 
 
 def _rnn_cell(step: _Step, w_hh: Value, w_ho: Value, b_o: Value, has_static: bool) -> None:
@@ -152,17 +222,31 @@ def _final_states(node: Node, names: tuple[str, ...]) -> list[Value]:
 
 def _expand_lstm(b: GraphBuilder, node: Node) -> None:
     x, cont, x_static, exposed = _recurrent_bottoms(node, 2)
-    w_xc, b_c, *w_static, w_hc = node.weights
-    hidden = node.attrs["num_output"]
+    variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
+    w = LstmBlobs.split(node.weights, x_static is not None, variant)
     # W_xc_x = x · W_xcᵀ + b_c, all T steps at once   (T, N, 4H)
-    iterated = [b.inner_product("x_transform", x, w_xc, b_c, top="W_xc_x"), cont]
-    invariants = ([_static_projection(b, x_static, w_static[0], "W_xc_x_static")]
+    iterated = [b.inner_product("x_transform", x, w.w_xc, w.b_c, top="W_xc_x"), cont]
+    invariants = ([_static_projection(b, x_static, w.w_xc_static, "W_xc_x_static")]
                   if x_static is not None else [])
     step = _new_step(node.name, node.where)
-    _lstm_cell(step, w_hc, has_cont=True, has_static=x_static is not None)
-    states = [LoopState(name, hidden, bool(exposed)) for name in ("h", "c")]
-    outputs = [node.outputs[0]] + _final_states(node, ("h_T", "c_T"))
+    cell = _CellWeights(w.w_hc, _peephole_rows(node.name, w.p), w.w_hr)
+    _lstm_cell(step, cell, variant, has_cont=True, has_static=x_static is not None)
+    rec = variant.recurrent_name
+    states = [LoopState(rec, variant.recurrent_width(hidden), bool(exposed)),
+              LoopState("c", hidden, bool(exposed))]
+    outputs = [node.outputs[0]] + _final_states(node, (f"{rec}_T", "c_T"))
     _add_loop(b, node, iterated, step, states, exposed, outputs, invariants)
+
+
+def _peephole_rows(layer: str, p: Value | None) -> dict[str, Value]:
+    """The peephole blob P (3, H) as one (H,) weight per gate, ``<layer>/P_i`` and so on: a
+    learned Scale's blob has the shape of the axes it scales. The rows are copies of P's data
+    (none without weights), so every writer stores them as ordinary blobs."""
+    if p is None:
+        return {}
+    return {gate: Value(f"{layer}/P_{gate}", p.shape[1:], is_weight=True,
+                        data=None if p.data is None else np.array(p.data[row]))
+            for row, gate in enumerate(PEEPHOLE_GATES)}
 
 
 def _expand_rnn(b: GraphBuilder, node: Node) -> None:
@@ -196,7 +280,7 @@ def _expand_fork_lstm(b: GraphBuilder, node: Node) -> None:
     if clip:
         iterated.append(b.reshape("cont_reshape", clip[0], [-1, batch]))
     step = _new_step(node.name, node.where)
-    _lstm_cell(step, w_h, has_cont=bool(clip), has_static=False)
+    _lstm_cell(step, _CellWeights(w_h), LstmVariant(), has_cont=bool(clip), has_static=False)
     states = [LoopState(name, hidden, False) for name in ("h", "c")]
     h = Value(f"{node.name}/h_seq") if flat else node.outputs[0]
     _add_loop(b, node, iterated, step, states, [], [h] + _final_states(node, ("h_T", "c_T")), [])

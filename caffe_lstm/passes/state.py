@@ -8,7 +8,11 @@ a caller feeds back. That is exactly the layer with expose_hidden switched on.
 
 from __future__ import annotations
 
+import numpy as np
+
 from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ops import get_op
+from caffe_lstm.ops.recurrent import state_widths
 
 #: Recurrent types with expose_hidden, and their state names in Caffe's bottom order.
 _STATES = {"LSTM": ("h", "c"), "RNN": ("h",)}
@@ -38,20 +42,21 @@ def _could_start_non_zero(graph: Graph, cont: Value) -> bool:
     producer = cont.producer
     if producer is None:
         return True  # a net input: the caller decides
-    if producer.op == "DummyData":
-        index = producer.outputs.index(cont)
-        values = producer.attrs["values"] or [0.0]
-        return (values[index] if len(values) > 1 else values[0]) != 0.0
+    if not producer.inputs and not producer.weights:
+        # a constant (DummyData, ContinuationIndicator): look at its first time step
+        values = get_op(producer.op).numpy(producer)[producer.outputs.index(cont)]
+        return bool(np.any(values[:1] != 0))
     return True  # computed: assume it can
 
 
 def _expose(graph: Graph, node: Node, names: tuple[str, ...]) -> None:
-    batch, hidden = node.inputs[0].shape[1], node.attrs["num_output"]
-    for name in names:
-        initial = Value(f"{node.name}/{name}_0", (1, batch, hidden))
+    batch, widths = node.inputs[0].shape[1], state_widths(node)  # h is num_proj wide in LSTMP
+    for name, width in zip(names, widths):
+        initial = Value(f"{node.name}/{name}_0", (1, batch, width))
         graph.inputs.append(initial)
         node.inputs.append(initial)
-    finals = [Value(f"{node.name}/{name}_T", (1, batch, hidden)) for name in names]
+    finals = [Value(f"{node.name}/{name}_T", (1, batch, width))
+              for name, width in zip(names, widths)]
     for value in finals:
         value.producer = node
     node.outputs.extend(finals)

@@ -1,0 +1,459 @@
+"""One LSTM layer's weights in other frameworks' layouts: export from Caffe's blobs, and back.
+
+Each layout is a small class named after the framework: ``export(blobs)`` gives the arrays the
+framework stores, under its own names, and ``import_(arrays)`` is its exact inverse (a round trip
+gives Caffe's blobs back bit for bit); ``import_arrays`` checks names and shapes first.
+
+H = hidden size (num_output), I = input size, R = recurrent width (P with a projection, else H).
+The candidate gate is g (Caffe's name); cuDNN, Keras and ONNX call it c, TensorFlow j.
+
+===========  =======  ==========================  ========================  =============  =======
+layout       gates    weights                     biases                    peepholes      proj.
+===========  =======  ==========================  ========================  =============  =======
+caffe        i f o g  out x in                    one                       rows i f o     P x H
+pytorch      i f g o  out x in                    two (input, recurrent)    none           P x H
+onnx         i o f g  out x in, direction axis    two, in one B = [Wb, Rb]  order i o f    none
+keras        i f g o  in x out                    one                       none           none
+keras-cudnn  i f g o  C-order reshape, see below  two, in one bias          none           none
+cudnn        i f g o  out x in, one per gate      two per gate              none           P x H
+tf           i g f o  in x out, [x; r] stacked    one (+ forget_bias)       one per gate   H x P
+===========  =======  ==========================  ========================  =============  =======
+
+The arrays (gate blocks stacked along the 4H axis in the layout's order):
+
+- caffe: W_xc (4H, I), b_c (4H), [W_xc_static (4H, S)], W_hc (4H, R), [P (3, H)], [W_hr (P, H)].
+- pytorch: weight_ih_l0 (4H, I), weight_hh_l0 (4H, R), bias_ih_l0, bias_hh_l0 (4H),
+  [weight_hr_l0 (P, H)]: ``torch.nn.LSTM(I, H[, proj_size=P])``'s state_dict.
+- onnx: W (1, 4H, I), R (1, 4H, H), B (1, 8H), [P (1, 3H)]: the LSTM node's inputs.
+- keras: kernel (I, 4H), recurrent_kernel (H, 4H), bias (4H); y = x · kernel.
+- keras-cudnn (legacy CuDNNLSTM): kernel (I, 4H), recurrent_kernel (H, 4H), bias (8H). cuDNN
+  reads kernel block k (I, H) in C order as its row-major (H, I) matrix: a reshape, not a
+  transpose; each recurrent_kernel block is cuDNN's (H, H) matrix as it is.
+- cudnn: W_i W_f W_c W_o (H, I) and R_i R_f R_c R_o (H, R) (linLayerID 0-7), b_Wi .. b_Wo and
+  b_Ri .. b_Ro (H), [W_proj (P, H)] (linLayerID 8).
+- tf (LSTMCell, LSTMBlockCell): kernel (I + R, 4H) applied to [x, r], bias (4H), [w_i_diag,
+  w_f_diag, w_o_diag (H)], [projection/kernel (H, P)] (LSTMCell only; r = m · it).
+
+Two-bias layouts get b_c on the input (W) side and zeros on the recurrent (R) side; import sums
+the two, since inference sees only the sum. TensorFlow adds the cell's ``forget_bias`` (default
+1.0) to the f gate at run time, outside ``bias``: build the cell with ``forget_bias=0.0``.
+Caffe's static input (x_static, W_xc_static (4H, S)) has no counterpart in any framework: its
+columns are appended to the input weights, as if x_static were concatenated to every step's x,
+and ``static_size`` splits them off again on import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.ops.recurrent import CAFFE_GATES
+
+#: The rows of Caffe's peephole blob P (3, H), in order (spec/recurrent-extensions.md).
+CAFFE_PEEPHOLES = ("i", "f", "o")
+
+
+class LayoutError(CaffeLstmError):
+    """Weights that a layout cannot hold, or arrays that do not fit the layer."""
+
+
+@dataclass(frozen=True, eq=False)
+class CaffeLstmBlobs:
+    """One LSTM layer's blobs as Caffe stores them; gate blocks i, f, o, g along every 4H axis.
+
+    Attributes:
+        w_xc: (4H, I) input weights.
+        b_c: (4H,) the one bias.
+        w_hc: (4H, R) recurrent weights (R = num_proj with a projection, else H).
+        w_xc_static: (4H, S) weights of the static input, or None.
+        peephole: (3, H) rows p_i, p_f, p_o, or None.
+        w_hr: (P, H) the recurrent projection r_t = W_hr·m_t, or None.
+    """
+
+    w_xc: np.ndarray
+    b_c: np.ndarray
+    w_hc: np.ndarray
+    w_xc_static: np.ndarray | None = None
+    peephole: np.ndarray | None = None
+    w_hr: np.ndarray | None = None
+
+    @property
+    def static_size(self) -> int:
+        return 0 if self.w_xc_static is None else self.w_xc_static.shape[1]
+
+    def input_weights(self) -> np.ndarray:
+        """(4H, I + S): W_xc with W_xc_static's columns appended (x_static joins every x_t)."""
+        if self.w_xc_static is None:
+            return self.w_xc
+        return np.concatenate([self.w_xc, self.w_xc_static], axis=1)
+
+    @staticmethod
+    def from_input_weights(w_x: np.ndarray, b_c: np.ndarray, w_hc: np.ndarray, static_size: int,
+                           peephole: np.ndarray | None = None,
+                           w_hr: np.ndarray | None = None) -> CaffeLstmBlobs:
+        """The inverse of ``input_weights``: the last ``static_size`` columns are W_xc_static."""
+        if not static_size:
+            return CaffeLstmBlobs(w_x, b_c, w_hc, None, peephole, w_hr)
+        inputs = w_x.shape[1] - static_size
+        return CaffeLstmBlobs(w_x[:, :inputs], b_c, w_hc, w_x[:, inputs:], peephole, w_hr)
+
+
+# ---- the blobs of a Caffe layer, in the layer's own order -------------------------------------
+
+
+def blobs_of_layer(layer_type: str, arrays: Sequence[np.ndarray], peephole: bool = False,
+                   num_proj: int = 0) -> CaffeLstmBlobs:
+    """A layer's blobs in file order as CaffeLstmBlobs.
+
+    ``LSTM``: W_xc, b_c, [W_xc_static], W_hc, [P], [W_hr] (spec/recurrent-extensions.md);
+    the fork's ``Lstm``: W_x, W_h, b.
+    """
+    if layer_type == "Lstm":
+        w_x, w_h, b = arrays
+        return CaffeLstmBlobs(w_x, b, w_h)
+    has_static = len(arrays) == 4 + int(peephole) + int(num_proj > 0)
+    it = iter(arrays)
+    w_xc, b_c = next(it), next(it)
+    w_xc_static = next(it) if has_static else None
+    w_hc = next(it)
+    p = next(it) if peephole else None
+    w_hr = next(it) if num_proj > 0 else None
+    return CaffeLstmBlobs(w_xc, b_c, w_hc, w_xc_static, p, w_hr)
+
+
+def layer_arrays(layer_type: str, blobs: CaffeLstmBlobs) -> list[np.ndarray]:
+    """The inverse of ``blobs_of_layer``: the blobs in the layer's file order."""
+    if layer_type == "Lstm":
+        return [blobs.w_xc, blobs.w_hc, blobs.b_c]
+    ordered = [blobs.w_xc, blobs.b_c, blobs.w_xc_static, blobs.w_hc, blobs.peephole, blobs.w_hr]
+    return [array for array in ordered if array is not None]
+
+
+# ---- helpers shared by the layouts ------------------------------------------------------------
+
+
+def _blocks(array: np.ndarray, order: Sequence[str], axis: int = 0) -> dict[str, np.ndarray]:
+    """The equal blocks of ``array`` along ``axis``, by name (``order`` names them in order)."""
+    return dict(zip(order, np.split(array, len(order), axis=axis)))
+
+
+def _permute(array: np.ndarray, source: Sequence[str], target: Sequence[str],
+             axis: int = 0) -> np.ndarray:
+    """A block permutation: the blocks of ``array`` (named by ``source``) in ``target`` order.
+
+    Whole H-wide blocks move, never single rows.
+    """
+    blocks = _blocks(array, source, axis)
+    return np.concatenate([blocks[name] for name in target], axis=axis)
+
+
+def _sum_biases(input_side: np.ndarray, recurrent_side: np.ndarray) -> np.ndarray:
+    """b_W + b_R. Where b_R is exactly 0 the input side is kept as it is, bit for bit (a -0.0
+    of Caffe's b_c survives export and import; the value is the same either way)."""
+    return np.where(recurrent_side == 0, input_side, input_side + recurrent_side)
+
+
+# ---- the layouts ------------------------------------------------------------------------------
+
+
+class Layout:
+    """A framework's arrays for one LSTM layer. Subclasses set the attributes and define
+    ``_export`` / ``_import``; ``export`` and ``import_`` add the checks and float32."""
+
+    name: ClassVar[str] = ""
+    #: The gate blocks along the framework's 4H axis, in order.
+    gates: ClassVar[tuple[str, ...]] = ()
+    #: Whether the framework has diagonal peepholes / a recurrent projection.
+    peephole: ClassVar[bool] = False
+    projection: ClassVar[bool] = False
+
+    @classmethod
+    def export(cls, blobs: CaffeLstmBlobs) -> dict[str, np.ndarray]:
+        """The arrays the framework stores for ``blobs``, under its own names.
+
+        Raises:
+            LayoutError: the layer has peepholes or a projection and the framework has none.
+        """
+        _check_variant(cls, blobs)
+        return {name: np.ascontiguousarray(array, np.float32)
+                for name, array in cls._export(blobs).items()}
+
+    @classmethod
+    def import_(cls, arrays: Mapping[str, np.ndarray], static_size: int = 0) -> CaffeLstmBlobs:
+        """Caffe's blobs from the framework's arrays (names and shapes as ``export`` gives them;
+        ``import_arrays`` checks them). The last ``static_size`` input columns are W_xc_static."""
+        return cls._import({name: np.asarray(a, np.float32) for name, a in arrays.items()},
+                           static_size)
+
+    @classmethod
+    def _export(cls, blobs: CaffeLstmBlobs) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    @classmethod
+    def _import(cls, arrays: dict[str, np.ndarray], static_size: int) -> CaffeLstmBlobs:
+        raise NotImplementedError
+
+
+#: The optional parts of a layer: the Layout flag that says a layout has it, and its name.
+_VARIANT_PARTS = (("peephole", "peephole connections (peephole: true)"),
+                  ("projection", "recurrent projection (num_proj > 0)"))
+
+
+def _check_variant(layout: type[Layout], blobs: CaffeLstmBlobs) -> None:
+    """Peepholes and projections go only to layouts that have them."""
+    present = {"peephole": blobs.peephole is not None, "projection": blobs.w_hr is not None}
+    needed = [flag for flag, _ in _VARIANT_PARTS if present[flag]]
+    lacking = [what for flag, what in _VARIANT_PARTS if flag in needed
+               and not getattr(layout, flag)]
+    if lacking:
+        able = [name for name, other in LAYOUTS.items()
+                if all(getattr(other, flag) for flag in needed)]
+        raise LayoutError(f"layout '{layout.name}' has no place for the layer's "
+                          f"{' and '.join(lacking)}", "",
+                          f"choose a layout that holds every part of this layer: "
+                          f"{', '.join(able)}")
+
+
+class Caffe(Layout):
+    """Caffe's own blobs under the spec's blob names (W_xc, b_c, W_xc_static, W_hc, P, W_hr)."""
+
+    name, gates, peephole, projection = "caffe", CAFFE_GATES, True, True
+
+    @classmethod
+    def _export(cls, blobs):
+        named = {"W_xc": blobs.w_xc, "b_c": blobs.b_c, "W_xc_static": blobs.w_xc_static,
+                 "W_hc": blobs.w_hc, "P": blobs.peephole, "W_hr": blobs.w_hr}
+        return {name: array for name, array in named.items() if array is not None}
+
+    @classmethod
+    def _import(cls, arrays, static_size):
+        return CaffeLstmBlobs(arrays["W_xc"], arrays["b_c"], arrays["W_hc"],
+                              arrays.get("W_xc_static"), arrays.get("P"), arrays.get("W_hr"))
+
+
+class PyTorch(Layout):
+    """``torch.nn.LSTM(I, H[, proj_size=P])``'s state_dict for one layer and direction."""
+
+    name, gates, projection = "pytorch", ("i", "f", "g", "o"), True
+
+    @classmethod
+    def _export(cls, blobs):
+        arrays = {
+            "weight_ih_l0": _permute(blobs.input_weights(), CAFFE_GATES, cls.gates),
+            "weight_hh_l0": _permute(blobs.w_hc, CAFFE_GATES, cls.gates),
+            "bias_ih_l0": _permute(blobs.b_c, CAFFE_GATES, cls.gates),
+            "bias_hh_l0": np.zeros_like(blobs.b_c),
+        }
+        if blobs.w_hr is not None:
+            arrays["weight_hr_l0"] = blobs.w_hr  # (P, H), r = W_hr·m: Caffe's own orientation
+        return arrays
+
+    @classmethod
+    def _import(cls, arrays, static_size):
+        bias = _sum_biases(arrays["bias_ih_l0"], arrays["bias_hh_l0"])
+        return CaffeLstmBlobs.from_input_weights(
+            _permute(arrays["weight_ih_l0"], cls.gates, CAFFE_GATES),
+            _permute(bias, cls.gates, CAFFE_GATES),
+            _permute(arrays["weight_hh_l0"], cls.gates, CAFFE_GATES),
+            static_size, w_hr=arrays.get("weight_hr_l0"))
+
+
+class Onnx(Layout):
+    """The initializers of an ONNX ``LSTM`` node (one direction): W, R, B and optional P."""
+
+    name, gates, peephole = "onnx", ("i", "o", "f", "g"), True
+    #: The order of the peephole vectors in P.
+    peepholes: ClassVar[tuple[str, ...]] = ("i", "o", "f")
+
+    @classmethod
+    def _export(cls, blobs):
+        bias = _permute(blobs.b_c, CAFFE_GATES, cls.gates)
+        arrays = {  # [None]: the num_directions axis
+            "W": _permute(blobs.input_weights(), CAFFE_GATES, cls.gates)[None],
+            "R": _permute(blobs.w_hc, CAFFE_GATES, cls.gates)[None],
+            "B": np.concatenate([bias, np.zeros_like(bias)])[None],  # [Wb, Rb]
+        }
+        if blobs.peephole is not None:
+            arrays["P"] = _permute(blobs.peephole.reshape(-1), CAFFE_PEEPHOLES, cls.peepholes)[None]
+        return arrays
+
+    @classmethod
+    def _import(cls, arrays, static_size):
+        w_bias, r_bias = np.split(arrays["B"][0], 2)
+        peephole = None
+        if "P" in arrays:
+            rows = _permute(arrays["P"][0], cls.peepholes, CAFFE_PEEPHOLES)
+            peephole = rows.reshape(len(CAFFE_PEEPHOLES), -1)
+        return CaffeLstmBlobs.from_input_weights(
+            _permute(arrays["W"][0], cls.gates, CAFFE_GATES),
+            _permute(_sum_biases(w_bias, r_bias), cls.gates, CAFFE_GATES),
+            _permute(arrays["R"][0], cls.gates, CAFFE_GATES),
+            static_size, peephole)
+
+
+class Keras(Layout):
+    """``keras.layers.LSTM``'s weights: kernel, recurrent_kernel, bias (use_bias=True)."""
+
+    name, gates = "keras", ("i", "f", "g", "o")
+
+    @classmethod
+    def _export(cls, blobs):
+        # y = x · kernel: in x out, so each permuted out x in matrix is transposed
+        return {"kernel": _permute(blobs.input_weights(), CAFFE_GATES, cls.gates).T,
+                "recurrent_kernel": _permute(blobs.w_hc, CAFFE_GATES, cls.gates).T,
+                "bias": _permute(blobs.b_c, CAFFE_GATES, cls.gates)}
+
+    @classmethod
+    def _import(cls, arrays, static_size):
+        return CaffeLstmBlobs.from_input_weights(
+            _permute(arrays["kernel"].T, cls.gates, CAFFE_GATES),
+            _permute(arrays["bias"], cls.gates, CAFFE_GATES),
+            _permute(arrays["recurrent_kernel"].T, cls.gates, CAFFE_GATES), static_size)
+
+
+class KerasCudnn(Layout):
+    """The legacy ``CuDNNLSTM``'s weights: kernel, recurrent_kernel, bias (8H).
+
+    Its gate blocks go to cuDNN flattened, not transposed: cuDNN reads the C-order values of
+    kernel block k (I, H) as its row-major (H, I) matrix W_k, and recurrent_kernel block k as
+    R_k (H_out, H_in) unchanged. At H = 1 both coincide with transposes, so only H >= 2 tells
+    this layout from ``keras`` (peers.md §1.6).
+    """
+
+    name, gates = "keras-cudnn", ("i", "f", "g", "o")
+
+    @classmethod
+    def _export(cls, blobs):
+        w_x = _blocks(blobs.input_weights(), CAFFE_GATES)
+        w_h = _blocks(blobs.w_hc, CAFFE_GATES)
+        bias = _permute(blobs.b_c, CAFFE_GATES, cls.gates)
+        return {
+            "kernel": np.hstack([w_x[g].reshape(w_x[g].shape[::-1]) for g in cls.gates]),
+            "recurrent_kernel": np.hstack([w_h[g] for g in cls.gates]),
+            "bias": np.concatenate([bias, np.zeros_like(bias)]),  # [input side, recurrent side]
+        }
+
+    @classmethod
+    def _import(cls, arrays, static_size):
+        kernel = _blocks(arrays["kernel"], cls.gates, axis=1)
+        w_x = {g: block.reshape(block.shape[::-1]) for g, block in kernel.items()}
+        w_h = _blocks(arrays["recurrent_kernel"], cls.gates, axis=1)
+        w_bias, r_bias = np.split(arrays["bias"], 2)
+        return CaffeLstmBlobs.from_input_weights(
+            np.concatenate([w_x[g] for g in CAFFE_GATES]),
+            _permute(_sum_biases(w_bias, r_bias), cls.gates, CAFFE_GATES),
+            np.concatenate([w_h[g] for g in CAFFE_GATES]), static_size)
+
+
+class Cudnn(Layout):
+    """cuDNN's canonical LSTM parameters: one matrix and two biases per gate (linLayerID 0-7:
+    input side i, f, c, o, then recurrent side), and the projection (linLayerID 8)."""
+
+    name, gates, projection = "cudnn", ("i", "f", "g", "o"), True
+    #: cuDNN's letter for each gate in the array names ("c" is the candidate).
+    letters: ClassVar[dict[str, str]] = {"i": "i", "f": "f", "g": "c", "o": "o"}
+
+    @classmethod
+    def _export(cls, blobs):
+        w_x, w_h = _blocks(blobs.input_weights(), CAFFE_GATES), _blocks(blobs.w_hc, CAFFE_GATES)
+        bias = _blocks(blobs.b_c, CAFFE_GATES)
+        arrays = {f"W_{cls.letters[g]}": w_x[g] for g in cls.gates}
+        arrays |= {f"R_{cls.letters[g]}": w_h[g] for g in cls.gates}
+        arrays |= {f"b_W{cls.letters[g]}": bias[g] for g in cls.gates}
+        arrays |= {f"b_R{cls.letters[g]}": np.zeros_like(bias[g]) for g in cls.gates}
+        if blobs.w_hr is not None:
+            arrays["W_proj"] = blobs.w_hr  # (P, H), r = W_proj·m
+        return arrays
+
+    @classmethod
+    def _import(cls, arrays, static_size):
+        def stacked(prefix: str) -> np.ndarray:
+            return np.concatenate([arrays[f"{prefix}{cls.letters[g]}"] for g in CAFFE_GATES])
+
+        return CaffeLstmBlobs.from_input_weights(
+            stacked("W_"), _sum_biases(stacked("b_W"), stacked("b_R")), stacked("R_"),
+            static_size, w_hr=arrays.get("W_proj"))
+
+
+class TensorFlow(Layout):
+    """TF1 ``LSTMCell`` / ``LSTMBlockCell`` variables: kernel on [x, r], bias, peepholes
+    w_i_diag / w_f_diag / w_o_diag, LSTMCell's projection/kernel. The cell must be built with
+    ``forget_bias=0.0``: TF adds forget_bias to the f gate at run time, outside ``bias``."""
+
+    name, gates, peephole, projection = "tf", ("i", "g", "f", "o"), True, True
+    peephole_names: ClassVar[dict[str, str]] = {"i": "w_i_diag", "f": "w_f_diag",
+                                                "o": "w_o_diag"}
+
+    @classmethod
+    def _export(cls, blobs):
+        # [x, r] · kernel: in x out, the x rows first, then the recurrent rows
+        w_x = _permute(blobs.input_weights(), CAFFE_GATES, cls.gates).T
+        w_r = _permute(blobs.w_hc, CAFFE_GATES, cls.gates).T
+        arrays = {"kernel": np.vstack([w_x, w_r]),
+                  "bias": _permute(blobs.b_c, CAFFE_GATES, cls.gates)}
+        if blobs.peephole is not None:
+            arrays |= {cls.peephole_names[g]: row
+                       for g, row in zip(CAFFE_PEEPHOLES, blobs.peephole)}
+        if blobs.w_hr is not None:
+            arrays["projection/kernel"] = blobs.w_hr.T  # (H, P): r = m · proj_kernel
+        return arrays
+
+    @classmethod
+    def _import(cls, arrays, static_size):
+        bias = arrays["bias"]
+        w_hr = arrays["projection/kernel"].T if "projection/kernel" in arrays else None
+        recurrent = w_hr.shape[0] if w_hr is not None else bias.shape[0] // len(cls.gates)
+        kernel = arrays["kernel"]
+        w_x, w_r = kernel[:kernel.shape[0] - recurrent], kernel[kernel.shape[0] - recurrent:]
+        peephole = None
+        if cls.peephole_names["i"] in arrays:
+            peephole = np.stack([arrays[cls.peephole_names[g]] for g in CAFFE_PEEPHOLES])
+        return CaffeLstmBlobs.from_input_weights(
+            _permute(w_x.T, cls.gates, CAFFE_GATES), _permute(bias, cls.gates, CAFFE_GATES),
+            _permute(w_r.T, cls.gates, CAFFE_GATES), static_size, peephole, w_hr)
+
+
+#: Every layout by its CLI name.
+LAYOUTS: dict[str, type[Layout]] = {
+    layout.name: layout for layout in (Caffe, PyTorch, Onnx, Keras, KerasCudnn, Cudnn, TensorFlow)
+}
+
+
+def import_arrays(layout: type[Layout], arrays: Mapping[str, np.ndarray],
+                  template: CaffeLstmBlobs) -> CaffeLstmBlobs:
+    """Caffe's blobs from ``arrays``, checked against what ``layout`` exports for a layer shaped
+    like ``template`` (its values are not used).
+
+    Raises:
+        LayoutError: missing, unexpected, non-numeric or mis-shaped arrays (all listed at
+            once), or a peephole/projection layer with a layout that has neither.
+    """
+    expected = {name: array.shape for name, array in layout.export(template).items()}
+    problems = []
+    missing = [name for name in expected if name not in arrays]
+    unexpected = [name for name in arrays if name not in expected]
+    if missing:
+        problems.append(f"missing {', '.join(missing)}")
+    if unexpected:
+        problems.append(f"unexpected {', '.join(unexpected)}")
+    for name in [name for name in expected if name in arrays]:
+        array = np.asarray(arrays[name])
+        if array.dtype.kind not in "fiu":
+            problems.append(f"{name} holds {array.dtype} values, not numbers")
+        elif array.shape != expected[name]:
+            problems.append(f"{name} has shape {array.shape}, expected {expected[name]}")
+    if problems:
+        wanted = ", ".join(f"{name} {shape}" for name, shape in expected.items())
+        raise LayoutError(f"the arrays do not fit layout '{layout.name}': {'; '.join(problems)}",
+                          "", f"expected exactly: {wanted}")
+    return layout.import_(arrays, template.static_size)
+
+
+def zeros_like_layer(shapes: Sequence[tuple[int, ...]], layer_type: str, peephole: bool = False,
+                     num_proj: int = 0) -> CaffeLstmBlobs:
+    """A template for ``import_arrays``: zeros shaped like the layer's blobs (file order)."""
+    return blobs_of_layer(layer_type, [np.zeros(shape, np.float32) for shape in shapes],
+                          peephole, num_proj)
