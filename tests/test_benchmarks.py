@@ -1,0 +1,71 @@
+"""Smoke test of the benchmark scripts: each runs with --quick and prints parseable ratios."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
+
+RATIO = r"(\d+\.\d{3})$"
+EXPECTED = {
+    "engine_size_vs_T.py": [
+        rf"^loop: size T=1000 / T=10 = {RATIO}",
+        rf"^loop: build time T=1000 / T=10 = {RATIO}",
+        rf"^unroll: size T=\d+ / T=10 = {RATIO}",
+        rf"^unroll: build time T=\d+ / T=10 = {RATIO}",
+    ],
+    "build_vs_onnx_parser.py": [
+        rf"^build time caffe-lstm / onnx parser = {RATIO}",
+        rf"^build time incl\. network construction caffe-lstm / onnx parser = {RATIO}",
+        rf"^engine size caffe-lstm / onnx parser = {RATIO}",
+    ],
+}
+
+
+def _with_project_on_path() -> dict[str, str]:
+    """The environment with the checkout first on PYTHONPATH (the scripts import caffe_lstm)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+@pytest.fixture(scope="module")
+def quick_output():
+    """stdout of ``python benchmarks/<script> --quick``, run once per script."""
+    outputs: dict[str, str] = {}
+
+    def run(script: str) -> str:
+        if script not in outputs:
+            result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
+                                    capture_output=True, text=True, timeout=300, cwd=ROOT,
+                                    env=_with_project_on_path())
+            assert result.returncode == 0, result.stderr
+            outputs[script] = result.stdout
+        return outputs[script]
+
+    return run
+
+
+@pytest.mark.parametrize("script", sorted(EXPECTED))
+def test_quick_run_prints_ratios(quick_output, script):
+    stdout = quick_output(script)
+    for pattern in EXPECTED[script]:
+        match = re.search(pattern, stdout, re.MULTILINE)
+        assert match, f"no line matching {pattern!r} in:\n{stdout}"
+        assert float(match.group(1)) > 0
+
+
+def test_onnx_model_matches_the_caffe_net(quick_output):
+    """The ONNX LSTM made from Caffe's blobs computes what the Caffe net computes (checked
+    by the script against onnxruntime with cont = 0 at t = 0, 1 after)."""
+    pytest.importorskip("onnxruntime")
+    match = re.search(r"on y = (\S+)$", quick_output("build_vs_onnx_parser.py"), re.MULTILINE)
+    assert match, "the script printed no equivalence line"
+    assert float(match.group(1)) < 1e-5
