@@ -14,6 +14,7 @@ from caffe_lstm.frontend.loader import LoadedNet, load_net
 from caffe_lstm.frontend.netstate import NetState
 from caffe_lstm.ir.graph import Graph
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
+from caffe_lstm.passes.state import zero_states
 
 
 @dataclass
@@ -56,6 +57,16 @@ def selection_options(func: Callable) -> Callable:
     return func
 
 
+def state_option(func: Callable) -> Callable:
+    """--state zero|io: Caffe's state carry-over between Forward calls as inputs/outputs."""
+    return click.option(
+        "--state", "state_mode", type=click.Choice(["zero", "io"]), default="zero",
+        show_default=True,
+        help="io: recurrent state as inputs <layer>/h_0, c_0 (zeros unless given) and outputs "
+             "<layer>/h_T, c_T, to carry it between calls as Caffe does; zero: start from zero.",
+    )(func)
+
+
 def input_options(func: Callable) -> Callable:
     """--inputs and --seed: the arrays a run starts from."""
     func = click.option("--seed", type=int, default=0, show_default=True,
@@ -66,10 +77,15 @@ def input_options(func: Callable) -> Callable:
 
 
 def prepare_feeds(graph: Graph, inputs_path: Path | None, seed: int) -> dict:
-    """The arrays to run ``graph`` on: read from --inputs (shapes re-inferred), or random."""
+    """The arrays to run ``graph`` on: read from --inputs (shapes re-inferred), or random.
+
+    Initial states of exposed recurrent layers default to zeros in both cases.
+    """
     if inputs_path is not None:
-        return apply_feeds(graph, load_npz(inputs_path), str(inputs_path))
-    return random_feeds(graph, seed)
+        feeds = load_npz(inputs_path)
+        return apply_feeds(graph, {**zero_states(graph, feeds), **feeds}, str(inputs_path))
+    feeds = random_feeds(graph, seed)
+    return {**feeds, **zero_states(graph, {})}
 
 
 def load(net: Path, weights: Path | None, outputs: str, phase: str,

@@ -10,8 +10,10 @@ import numpy as np
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.cli import cli
 from caffe_lstm.cli.options import (AppState, input_options, load, net_argument, pass_state,
-                                    prepare_feeds, rewrite, selection_options, weights_option)
+                                    prepare_feeds, rewrite, selection_options, state_option,
+                                    weights_option)
 from caffe_lstm.files import save_npz
+from caffe_lstm.passes.state import expose_recurrent_state
 
 
 @cli.command()
@@ -19,6 +21,7 @@ from caffe_lstm.files import save_npz
 @weights_option(required=True)
 @selection_options
 @input_options
+@state_option
 @click.option("--original", is_flag=True,
               help="Execute recurrent layers from their equations instead of the rewritten graph.")
 @click.option("--backend", type=click.Choice(["numpy", "tensorrt"]), default="numpy",
@@ -31,8 +34,9 @@ from caffe_lstm.files import save_npz
               help="Write every net output to this .npz.")
 @pass_state
 def run(state: AppState, net: Path, weights: Path, outputs: str, phase: str,
-        stages: tuple[str, ...], inputs_path: Path | None, seed: int, original: bool,
-        backend: str, engine: Path | None, runtime: str, output: Path | None) -> None:
+        stages: tuple[str, ...], inputs_path: Path | None, seed: int, state_mode: str,
+        original: bool, backend: str, engine: Path | None, runtime: str,
+        output: Path | None) -> None:
     """Run the net with numpy (or an engine on a GPU); print or save its outputs.
 
     By default the rewritten graph runs (primitive layers and loops). Each run is one Caffe
@@ -41,6 +45,8 @@ def run(state: AppState, net: Path, weights: Path, outputs: str, phase: str,
     if backend == "tensorrt" and engine is None:
         raise click.UsageError("--backend tensorrt needs --engine MODEL.engine")
     graph = load(net, weights, outputs, phase, stages).graph
+    if state_mode == "io":
+        expose_recurrent_state(graph)
     feeds = prepare_feeds(graph, inputs_path, seed)
     if backend == "tensorrt":
         results = _run_engine(runtime, engine, feeds)

@@ -28,6 +28,21 @@ def expose_recurrent_state(graph: Graph) -> bool:
     return changed
 
 
+def zero_states(graph: Graph, feeds: dict) -> dict[str, np.ndarray]:
+    """Zeros for the initial-state inputs of exposed recurrent layers that ``feeds`` lacks
+    (Caffe's state before the first Forward), N read from the layer's fed x where possible."""
+    zeros = {}
+    for node in graph.nodes:
+        if node.op not in _STATES or not node.attrs.get("expose_hidden"):
+            continue
+        x = node.inputs[0]
+        batch = feeds[x.name].shape[1] if x.name in feeds else x.shape[1]
+        for value in node.inputs[-len(_STATES[node.op]):]:
+            if value.producer is None and value.name not in feeds:
+                zeros[value.name] = np.zeros((1, batch, value.shape[2]), np.float32)
+    return zeros
+
+
 def needs_state_io(graph: Graph) -> bool:
     """Whether some recurrent layer's cont could be non-zero at t = 0, so that Caffe would
     carry the previous call's state in: a cont fed by the caller, or a non-zero constant.
