@@ -6,6 +6,7 @@ from typing import Mapping
 
 import numpy as np
 
+from caffe_lstm.analysis.limits import check_memory
 from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.ir.graph import Graph, Node, Value
@@ -16,6 +17,7 @@ _CONT_BOTTOMS = {("LSTM", 1), ("RNN", 1), ("Lstm", 1)}
 
 def random_feeds(graph: Graph, seed: int) -> dict[str, np.ndarray]:
     """Seeded inputs: cont is 0 at t = 0 and 1 after, Embed indices are valid, others N(0, 1)."""
+    check_memory(graph)  # before the arrays exist
     rng = np.random.default_rng(seed)
     return {value.name: _random_input(graph, value, rng) for value in graph.inputs}
 
@@ -69,7 +71,7 @@ def apply_feeds(graph: Graph, feeds: Mapping[str, np.ndarray], source: str) -> d
             f"missing input(s) {', '.join(missing)}" if missing else "",
             f"unknown array(s) {', '.join(unknown)}" if unknown else "") if part)
         raise ModelLoadError(what, source, f"the net's inputs are {', '.join(names)}")
-    arrays = {n: np.asarray(feeds[n], dtype=np.float32) for n in names}
+    arrays = {n: _as_float32(n, feeds[n], source) for n in names}
     changed = False
     for value in graph.inputs:
         array = arrays[value.name]
@@ -81,7 +83,17 @@ def apply_feeds(graph: Graph, feeds: Mapping[str, np.ndarray], source: str) -> d
         value.shape = tuple(array.shape)
     if changed:
         infer_shapes(graph)
+        check_memory(graph, source)  # the fed shapes may make the activations larger
     return arrays
+
+
+def _as_float32(name: str, array, source: str) -> np.ndarray:
+    """A fed array as float32; strings, dates, objects and complex numbers are refused."""
+    array = np.asarray(array)
+    if array.dtype.kind not in "biuf":
+        raise ModelLoadError(f"input '{name}' has dtype {array.dtype}, expected numbers", source,
+                             "save the inputs as float32 (or integer) arrays")
+    return array.astype(np.float32, copy=False)
 
 
 def _feed_dummy_data(graph: Graph, fed: set[str]) -> None:

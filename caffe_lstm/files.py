@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
+import tokenize
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Iterator, Mapping
 
 import numpy as np
 
+from caffe_lstm.analysis.limits import check_dims, format_size, max_bytes
 from caffe_lstm.errors import ModelLoadError, OutputError
 
 
@@ -51,12 +55,56 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
 
 
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """Reads every array of an .npz file (no pickled objects)."""
+    """Reads every array of an .npz file (no pickled objects).
+
+    The array headers are checked against ``analysis.limits`` before any array is read.
+    """
     try:
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, mmap_mode="r", allow_pickle=False)  # a .npy: mapped, not read
+        if not isinstance(data, np.lib.npyio.NpzFile):  # np.load reads .npy files too
+            raise ModelLoadError("the inputs file is a single .npy array, not an .npz",
+                                 str(path), _NPZ_HINT)
+        with data:
+            _check_npz_headers(data, str(path))
             return {name: data[name] for name in data.files}
     except FileNotFoundError:
         raise ModelLoadError("the inputs file does not exist", str(path), "check the path") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ModelLoadError(f"cannot read the inputs file ({exc})", str(path),
-                             "write it with numpy.savez(path, name=array, ...)") from None
+    except _NPZ_ERRORS as exc:
+        raise ModelLoadError(f"cannot read the inputs file ({_reason(exc)})", str(path),
+                             _NPZ_HINT) from None
+
+
+_NPZ_HINT = "write it with numpy.savez(path, name=array, ...)"
+
+
+# What a damaged or foreign file makes numpy and zipfile raise (zlib: corrupt deflate data;
+# NotImplementedError: an unknown compression method; RuntimeError: an encrypted member;
+# TokenError: a .npy header that is not a Python literal).
+_NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error,
+               NotImplementedError, RuntimeError, tokenize.TokenError)
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _check_npz_headers(data: np.lib.npyio.NpzFile, path: str) -> None:
+    """Every member's dims and the total size, from the .npy headers, before reading data."""
+    total, members = 0, set(data.zip.namelist())
+    for name in data.files:
+        # the member numpy reads for ``data[name]``: the exact name first, then name.npy
+        with data.zip.open(name if name in members else f"{name}.npy") as f:
+            reader = _NPY_HEADERS.get(np.lib.format.read_magic(f))
+            if reader is None:
+                raise ModelLoadError(f"array '{name}' uses an unsupported .npy format version",
+                                     path, "write it with numpy.savez")
+            shape, _, dtype = reader(f)
+        check_dims(shape, f"array '{name}'", path)
+        total += math.prod(shape) * dtype.itemsize
+    if total > max_bytes():
+        raise ModelLoadError(f"the arrays need {format_size(total)} (limit "
+                             f"{format_size(max_bytes())})", path,
+                             "raise --max-memory or feed smaller arrays")
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception's text on one line."""
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -6,6 +6,7 @@ weights are attached), so ``inspect`` can show parameter shapes without a caffem
 
 from __future__ import annotations
 
+from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import CaffeLstmError, ShapeError
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops import get_op
@@ -28,9 +29,7 @@ def _check_input_shape(value: Value) -> None:
     if value.shape is None:
         raise ShapeError(f"net input '{value.name}' has no shape", "",
                          "give it a shape in the prototxt (an Input layer's input_param)")
-    if any(dim < 0 for dim in value.shape):
-        raise ShapeError(f"net input '{value.name}' has a negative dim {value.shape}", "",
-                         "fix the input shape in the prototxt")
+    check_dims(value.shape, f"net input '{value.name}'", "")
 
 
 def _infer_node(node: Node) -> None:
@@ -48,9 +47,19 @@ def _infer_node(node: Node) -> None:
         # A bug, not a user error: keep the traceback, but say which node it was.
         exc.add_note(f"while inferring shapes of {node.name} ({node.op})")
         raise
+    _check_result_dims(node, out_shapes, expected)
     for value, shape in zip(node.outputs, out_shapes):
         value.shape = tuple(int(d) for d in shape)
     _ensure_weights(node, expected)
+
+
+def _check_result_dims(node: Node, out_shapes, expected) -> None:
+    """Tops and weights with negative or absurd dims (a Reshape, a DummyData shape, a huge
+    num_output) are rejected here, before anything of that shape is allocated."""
+    for value, shape in zip(node.outputs, out_shapes):
+        check_dims(shape, f"top '{value.name}'", node.label)
+    for name, shape in expected:
+        check_dims(shape, f"blob '{name}'", node.label)
 
 
 def _ensure_weights(node: Node, expected: tuple[tuple[str, tuple[int, ...]], ...]) -> None:

@@ -83,8 +83,8 @@ def convert(state: AppState, net: Path, weights: Path, output: Path, runtime: st
     options = BuildOptions(fp16=fp16, shapes=profiles, verbosity=state.verbose,
                            progress=_progress_printer() if _show_progress(state) else None)
     started = time.perf_counter()
-    plan = build_engine(trt_runtime, graph, options)
-    with atomic_output(output) as tmp:
+    with atomic_output(output) as tmp:  # opened first: an unwritable -o fails before the build
+        plan = build_engine(trt_runtime, graph, options)
         tmp.write_bytes(plan)
     _finish_progress(state)
     state.say(f"wrote {output} ({len(plan) / 2**20:.2f} MiB, {trt_runtime.name}, "

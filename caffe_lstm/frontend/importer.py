@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Sequence
 
+from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import CaffeLstmError, GraphError, UnsupportedLayerError, layer_where
 from caffe_lstm.frontend.params import to_params
 from caffe_lstm.frontend.upgrade import SourceLayer
@@ -95,6 +96,7 @@ class _GraphBuilder:
     def add(self, source: SourceLayer) -> None:
         layer = source.layer
         where = f"{self.file}:{source.line}" if source.line else self.file
+        self._check_tops(layer, where)
         if layer.type in INPUT_TYPES:
             self._add_inputs(layer, where)
             return
@@ -107,6 +109,19 @@ class _GraphBuilder:
             node.attrs = _parse_attrs(node, layer)
         _check_counts(node)
         self.graph.nodes.append(node)
+
+    def _check_tops(self, layer, where: str) -> None:
+        """Caffe's rule (net.cpp AppendTop): a blob is produced once, after which a layer may
+        only rewrite it in place (top i named like bottom i)."""
+        defined = set(self.current)
+        for index, top in enumerate(layer.top):
+            in_place = index < len(layer.bottom) and layer.bottom[index] == top
+            if top in defined and not in_place:
+                raise GraphError(
+                    f"top '{top}' is produced by more than one layer",
+                    f"{layer_where(layer.name, layer.type)} at {where}",
+                    "rename the top; a blob can only be rewritten in place (top i = bottom i)")
+            defined.add(top)
 
     def _bottom(self, blob: str, layer, where: str) -> Value:
         if blob not in self.current:
@@ -236,5 +251,7 @@ def _input_shapes(layer, where: str) -> list[tuple[int, ...] | None]:
         raise GraphError(f"{tops} tops but {len(shapes)} shapes",
                          f"{layer_where(layer.name, layer.type)} at {where}",
                          "give one shape, or one shape per top")
+    for top, shape in zip(layer.top, shapes):
+        check_dims(shape, f"input '{top}'", f"{layer_where(layer.name, layer.type)} at {where}")
     return shapes
 

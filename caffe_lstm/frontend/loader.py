@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from caffe_lstm.analysis.limits import check_memory
 from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.frontend.caffemodel import read_caffemodel
 from caffe_lstm.frontend.importer import import_layers
@@ -33,12 +34,17 @@ def load_net(prototxt: str | Path, weights: str | Path | None = None, *,
         weights: the trained .caffemodel, or None (weights stay empty; shapes still known).
         state: the phase and stages that select layers (Caffe's NetState).
         outputs: blob names to make the outputs (layers not needed for them are dropped).
+
+    Raises:
+        CaffeLstmError: an unreadable or invalid net or caffemodel, or a net whose blobs need
+            more memory than ``analysis.limits.max_bytes()``.
     """
     net, lines = read_prototxt(prototxt)
     head, layers = upgrade_net(net, lines, str(prototxt))
     layers = filter_layers(layers, state, str(prototxt))
     graph = import_layers(layers, str(prototxt), outputs, name=head.name)
     infer_shapes(graph)
+    check_memory(graph, str(prototxt))  # before any weight or input of these shapes exists
     missing: list[str] = []
     if weights is not None:
         missing = attach_weights(graph, read_caffemodel(weights), weights)

@@ -29,6 +29,9 @@ def read_prototxt(path: str | Path) -> tuple[caffe_pb2.NetParameter, list[int]]:
         text_format.Parse(text, net)
     except text_format.ParseError as exc:
         raise _parse_error(exc, path) from None
+    except RecursionError:  # the parser recurses once per nested message
+        raise ModelLoadError("invalid prototxt: messages are nested too deeply to parse",
+                             str(path), "check the braces; real nets nest a few levels") from None
     return net, layer_lines(text)
 
 
@@ -53,11 +56,20 @@ def _parse_error(exc: text_format.ParseError, path: Path) -> ModelLoadError:
     prefix = f"{line}:{column} : "
     if message.startswith(prefix):
         message = message[len(prefix):]
-    message = message.rstrip(".")
+    message = _shorten_quoted_line(message.rstrip("."))
     where = f"{path}:{line}:{column}" if line else str(path)
     return ModelLoadError(
         f"invalid prototxt: {message}", where,
         "fix the syntax or the field name (the schema is upstream Caffe's plus the common forks')")
+
+
+def _shorten_quoted_line(message: str, limit: int = 80) -> str:
+    """The parser quotes the whole offending line first (``'<line>': <what>``); a minified net
+    is one line of megabytes, so a long quote is cut."""
+    quote, sep, rest = message.rpartition("': ")  # the line itself may hold "': "
+    if not (message.startswith("'") and sep) or len(quote) <= limit:
+        return message
+    return f"{quote[:limit]}...': {rest}"
 
 
 def layer_lines(text: str) -> list[int]:
