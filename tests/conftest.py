@@ -60,3 +60,13 @@ def golden(request):
         assert text == path.read_text(), f"{name} differs: review, then pytest --update-golden"
 
     return _check
+
+
+def run_cli(*args: object, timeout: float = 300) -> "subprocess.CompletedProcess[str]":
+    """The real command in a subprocess (``python -m caffe_lstm``): exit status and stderr
+    exactly as a user sees them, traceback or not."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "caffe_lstm", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.conftest import corpus_files, needs_corpus, sample
+from tests.conftest import corpus_files, needs_corpus, run_cli, sample
 
 SAMPLE_NAMES = ["seq_classifier", "captioner"]
 
@@ -195,17 +193,14 @@ def test_bad_inputs_npz_and_unwritable_output(tmp_path):
 def test_debug_shows_the_traceback(tmp_path):
     net = tmp_path / "net.prototxt"
     net.write_text("layer { nme: 1 }\n")
-    proc = _cli("--debug", "inspect", net)
+    proc = run_cli("--debug", "inspect", net)
     assert proc.returncode != 0 and "Traceback" in proc.stderr
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "caffe_lstm", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
 
 
 def _assert_one_error_line(args, needle):
-    proc = _cli(*args)
+    proc = run_cli(*args)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1, proc.stderr
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
@@ -230,7 +225,7 @@ def test_verify_prints_a_table_and_passes(invoke, name):
 def test_verify_exits_1_on_a_mismatch(tmp_path):
     """Zero tolerance: float32 summation order already differs between the two graphs."""
     net, weights = sample("captioner")
-    proc = _cli("verify", net, "-w", weights, "--atol", 0, "--rtol", 0)
+    proc = run_cli("verify", net, "-w", weights, "--atol", 0, "--rtol", 0)
     assert proc.returncode == 1
     assert "MISMATCH" in proc.stdout
     lines = proc.stderr.strip().splitlines()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
-from tests.conftest import sample
+from tests.conftest import run_cli, sample
 
 pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
 
@@ -75,9 +75,6 @@ def test_state_auto_follows_a_constant_cont(invoke, tmp_path, fill, expected_inp
     assert result.stdout.splitlines()[-2] == expected_inputs
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "caffe_lstm", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("flags,needle", [
@@ -89,7 +86,7 @@ def _cli(*args):
 def test_bad_shapes_give_one_error_line_and_no_file(tmp_path, flags, needle):
     net, weights = sample("seq_classifier")
     engine = tmp_path / "e.engine"
-    proc = _cli("convert", net, "-w", weights, "-o", engine, *flags)
+    proc = run_cli("convert", net, "-w", weights, "-o", engine, *flags)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
@@ -98,7 +95,7 @@ def test_bad_shapes_give_one_error_line_and_no_file(tmp_path, flags, needle):
 
 def test_malformed_shape_is_a_usage_error(tmp_path):
     net, weights = sample("seq_classifier")
-    proc = _cli("convert", net, "-w", weights, "-o", tmp_path / "e.engine", "--shape", "data:1x2")
+    proc = run_cli("convert", net, "-w", weights, "-o", tmp_path / "e.engine", "--shape", "data:1x2")
     assert proc.returncode == 2 and "NAME:MIN:OPT:MAX" in proc.stderr
 
 
@@ -107,7 +104,7 @@ def test_missing_weights_fail_before_building(tmp_path):
     weights = tmp_path / "w.caffemodel"
     write_caffemodel(weights, [("classifier", "InnerProduct", [np.zeros((5, 16), np.float32),
                                                                 np.zeros(5, np.float32)])])
-    proc = _cli("convert", net, "-w", weights, "-o", tmp_path / "e.engine")
+    proc = run_cli("convert", net, "-w", weights, "-o", tmp_path / "e.engine")
     assert proc.returncode == 1 and "no weights for layer(s) lstm1" in proc.stderr
     assert not (tmp_path / "e.engine").exists()
 
