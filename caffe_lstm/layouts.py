@@ -44,6 +44,7 @@ and ``static_size`` splits them off again on import.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Mapping, Sequence
 
@@ -159,7 +160,7 @@ def _sum_biases(input_side: np.ndarray, recurrent_side: np.ndarray) -> np.ndarra
 # ---- the layouts ------------------------------------------------------------------------------
 
 
-class Layout:
+class Layout(ABC):
     """A framework's arrays for one LSTM layer. Subclasses set the attributes and define
     ``_export`` / ``_import``; ``export`` and ``import_`` add the checks and float32."""
 
@@ -189,12 +190,14 @@ class Layout:
                            static_size)
 
     @classmethod
+    @abstractmethod
     def _export(cls, blobs: CaffeLstmBlobs) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+        """The framework's arrays (each layout defines it)."""
 
     @classmethod
+    @abstractmethod
     def _import(cls, arrays: dict[str, np.ndarray], static_size: int) -> CaffeLstmBlobs:
-        raise NotImplementedError
+        """Caffe's blobs from checked arrays (each layout defines it)."""
 
 
 #: The optional parts of a layer: the Layout flag that says a layout has it, and its name.
