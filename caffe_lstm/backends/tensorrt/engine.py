@@ -92,7 +92,8 @@ def _cudart() -> Any:
             from cuda import cudart  # cuda-python < 12.6
         except ImportError:
             raise BackendUnavailableError("running an engine needs cuda-python",
-                                          "--backend tensorrt", "pip install cuda-python") from None
+                                          "--backend tensorrt",
+                                          "pip install 'caffe-lstm[gpu]' (cuda-python)") from None
     return cudart
 
 
