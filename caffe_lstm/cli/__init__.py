@@ -48,7 +48,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool,
         max_memory: int | None) -> None:
-    """Convert Caffe nets with LSTM/RNN layers: inspect them and run them with numpy."""
+    """Take Caffe nets with LSTM/RNN layers to TensorRT: inspect, run, rewrite, convert."""
     ctx.obj = AppState(verbose=verbose, quiet=quiet, debug=debug)
     if max_memory is not None:
         ctx.with_resource(memory_limit(max_memory))  # for this command only
