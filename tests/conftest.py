@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,11 +64,8 @@ def golden(request):
     return _check
 
 
-def run_cli(*args: object, timeout: float = 300) -> "subprocess.CompletedProcess[str]":
+def run_cli(*args: object, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """The real command in a subprocess (``python -m caffe_lstm``): exit status and stderr
     exactly as a user sees them, traceback or not."""
-    import subprocess
-    import sys
-
     return subprocess.run([sys.executable, "-m", "caffe_lstm", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout)

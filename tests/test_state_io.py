@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net

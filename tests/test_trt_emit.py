@@ -21,7 +21,7 @@ from caffe_lstm.analysis.shapes import infer_shapes  # noqa: E402
 from caffe_lstm.backends.numpy_exec import NumpyExecutor  # noqa: E402
 from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, emit  # noqa: E402
 from caffe_lstm.backends.tensorrt.network_eval import (  # noqa: E402
-    NetworkEvalError, evaluate_network)
+    evaluate_network)
 from caffe_lstm.backends.tensorrt.runtime import load_runtime  # noqa: E402
 from caffe_lstm.errors import ShapeError, UnsupportedLayerError  # noqa: E402
 from caffe_lstm.frontend.caffemodel_writer import write_caffemodel  # noqa: E402

@@ -1,0 +1,40 @@
+"""Shared pieces of the network evaluator: its error, dtypes and the evaluator registry."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, MutableMapping
+
+import numpy as np
+
+class NetworkEvalError(Exception):
+    """The network cannot be evaluated as built: a bug in the emitter or in this evaluator."""
+
+
+#: TensorRT DataType name -> numpy dtype (the types a strongly typed LSTM network uses).
+DTYPES = {"FLOAT": np.float32, "HALF": np.float16, "INT8": np.int8, "UINT8": np.uint8,
+           "INT32": np.int32, "INT64": np.int64, "BOOL": np.bool_}
+
+Env = MutableMapping[str, np.ndarray]
+#: evaluate(layer, inputs, the loop run (network_eval._LoopRun) or None) -> outputs; absent
+#: optional inputs are None.
+Evaluate = Callable[[Any, list, "Any"], list]
+
+#: LayerType name -> (name of the layer's own interface class, evaluate function).
+EVALUATORS: dict[str, tuple[str, Evaluate]] = {}
+
+
+def numpy_dtype(trt_dtype: Any) -> np.dtype:
+    """The numpy dtype of a TensorRT ``DataType``."""
+    if trt_dtype.name not in DTYPES:
+        raise NotImplementedError(f"no numpy dtype for TensorRT {trt_dtype.name}")
+    return np.dtype(DTYPES[trt_dtype.name])
+
+
+
+def evaluates(kind: str, interface: str) -> Callable[[Evaluate], Evaluate]:
+    """Registers the evaluator of one LayerType (by name) read through `interface`."""
+    def register(evaluate: Evaluate) -> Evaluate:
+        EVALUATORS[kind] = (interface, evaluate)
+        return evaluate
+    return register
+

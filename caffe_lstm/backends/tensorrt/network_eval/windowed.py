@@ -1,0 +1,174 @@
+"""Evaluators of the windowed TensorRT layers: convolution, deconvolution, pooling, LRN, top-k."""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Any
+
+import numpy as np
+
+from caffe_lstm.backends.tensorrt.network_eval.common import (NetworkEvalError, evaluates,
+                                                              numpy_dtype)
+from caffe_lstm.backends.tensorrt.network_eval.layers import _axes_of, _wide
+
+# Windowed layers: convolution, deconvolution, pooling, LRN; and top-k.
+
+
+def _padding(layer: Any, n_spatial: int) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+    """(pre, post, rounding) of an explicit-padding layer; SAME modes are not evaluated."""
+    mode = layer.padding_mode.name
+    if mode not in ("EXPLICIT_ROUND_DOWN", "EXPLICIT_ROUND_UP"):
+        raise NotImplementedError(f"padding mode {mode}")
+    pre, post = tuple(layer.pre_padding), tuple(layer.post_padding)
+    if len(pre) != n_spatial or len(post) != n_spatial:
+        raise NetworkEvalError(f"padding {pre}/{post} for {n_spatial} spatial axes")
+    return pre, post, "up" if mode.endswith("UP") else "down"
+
+
+def _out_dims(sizes, extents, strides, pre, post, rounding: str) -> tuple[int, ...]:
+    """⌊ or ⌈(in + pre + post − extent) / stride⌉ + 1 per spatial axis."""
+    spans = [n + a + b - e for n, e, a, b in zip(sizes, extents, pre, post)]
+    if rounding == "up":
+        return tuple(-(-span // s) + 1 for span, s in zip(spans, strides))
+    return tuple(span // s + 1 for span, s in zip(spans, strides))
+
+
+def _window_view(x: np.ndarray, kernel, strides, dilations, pre, out, fill) -> np.ndarray:
+    """(…, *out, *kernel): window o of the trailing len(kernel) axes starts at o·stride − pre,
+    tap j reads o·stride − pre + j·dilation; positions outside x read ``fill``."""
+    lead = x.ndim - len(kernel)
+    widths = [(a, (o - 1) * s + (k - 1) * d + 1 - a - n)
+              for n, k, s, d, a, o in zip(x.shape[lead:], kernel, strides, dilations, pre, out)]
+    grown = np.pad(x, [(0, 0)] * lead + [(a, max(b, 0)) for a, b in widths],
+                   constant_values=fill)
+    grown = grown[(slice(None),) * lead + tuple(slice(0, n + a + b) for n, (a, b)
+                                                in zip(x.shape[lead:], widths))]
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    view = np.lib.stride_tricks.sliding_window_view(grown, extents,
+                                                   axis=tuple(range(lead, x.ndim)))
+    index = ((slice(None),) * lead + tuple(slice(None, None, s) for s in strides)
+             + tuple(slice(None, None, d) for d in dilations))
+    return view[index]
+
+
+def _einsum_letters(n_spatial: int) -> tuple[str, str]:
+    return "xyz"[:n_spatial], "ijl"[:n_spatial]
+
+
+@evaluates("CONVOLUTION", "IConvolutionLayer")
+def _convolution(layer, inputs, run):
+    """y[n, g·K/G + k] = Σ_c Σ_taps W[g, k, c, taps] · x_padded[n, g·C/G + c, o·stride +
+    taps·dilation] + bias; the kernel is GKCRS, the padding zeros."""
+    x = _wide(inputs[0])
+    if len(inputs) > 1 and any(t is not None for t in inputs[1:]):
+        raise NotImplementedError("convolution kernel or bias given as tensors")
+    kernel, groups = tuple(layer.kernel_size_nd), layer.num_groups
+    strides, dilations = tuple(layer.stride_nd), tuple(layer.dilation_nd)
+    pre, post, rounding = _padding(layer, len(kernel))
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    out = _out_dims(x.shape[2:], extents, strides, pre, post, rounding)
+    windows = _window_view(x, kernel, strides, dilations, pre, out, 0)
+    n, c = x.shape[:2]
+    weights = _wide(np.asarray(layer.kernel)).reshape(
+        (groups, layer.num_output_maps // groups, c // groups) + kernel)
+    o, t = _einsum_letters(len(kernel))
+    y = np.einsum(f"ngc{o}{t},gkc{t}->ngk{o}",
+                  windows.reshape((n, groups, c // groups) + windows.shape[2:]), weights)
+    y = y.reshape((n, layer.num_output_maps) + out)
+    return [_with_bias(y, layer.bias).astype(inputs[0].dtype)]
+
+
+def _with_bias(y: np.ndarray, bias: Any) -> np.ndarray:
+    """y plus one bias per output map (axis 1); an empty bias adds nothing."""
+    b = _wide(np.asarray(bias))
+    return y if b.size == 0 else y + b.reshape((1, -1) + (1,) * (y.ndim - 2))
+
+
+@evaluates("DECONVOLUTION", "IDeconvolutionLayer")
+def _deconvolution(layer, inputs, run):
+    """The transposed convolution, evaluated as a convolution: x spread out with stride − 1
+    zeros between elements, padded by dilation·(kernel − 1) minus the layer's pre/post padding
+    (which crops the output), convolved with the kernel flipped and its C and K swapped; the
+    kernel is CKRS (C input channels, K = output maps per group)."""
+    x = _wide(inputs[0])
+    if len(inputs) > 1 and any(t is not None for t in inputs[1:]):
+        raise NotImplementedError("deconvolution kernel or bias given as tensors")
+    kernel, groups = tuple(layer.kernel_size_nd), layer.num_groups
+    strides, dilations = tuple(layer.stride_nd), tuple(layer.dilation_nd)
+    pre, post, _ = _padding(layer, len(kernel))
+    n, c = x.shape[:2]
+    spread = np.zeros((n, c) + tuple((d - 1) * s + 1 for d, s in zip(x.shape[2:], strides)),
+                      x.dtype)
+    spread[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)] = x
+    full = [(k - 1) * d for k, d in zip(kernel, dilations)]
+    weights = _wide(np.asarray(layer.kernel)).reshape(
+        (groups, c // groups, layer.num_output_maps // groups) + kernel)
+    flipped = np.flip(weights, axis=tuple(range(3, 3 + len(kernel)))).swapaxes(1, 2)
+    front = [f - a for f, a in zip(full, pre)]
+    out = tuple(m + f - a - b for m, f, a, b in zip(spread.shape[2:], full, pre, post))
+    if min(front) < 0:   # more padding than the kernel's reach: crop the front first
+        spread = spread[(slice(None),) * 2 + tuple(slice(max(-f, 0), None) for f in front)]
+        front = [max(f, 0) for f in front]
+    windows = _window_view(spread, kernel, (1,) * len(kernel), dilations, front, out, 0)
+    o, t = _einsum_letters(len(kernel))
+    y = np.einsum(f"ngc{o}{t},gkc{t}->ngk{o}",
+                  windows.reshape((n, groups, c // groups) + windows.shape[2:]), flipped)
+    y = y.reshape((n, layer.num_output_maps) + out)
+    return [_with_bias(y, layer.bias).astype(inputs[0].dtype)]
+
+
+@evaluates("POOLING", "IPoolingLayer")
+def _pooling(layer, inputs, run):
+    """MAX over the window's elements inside x (padding never wins); AVERAGE = their sum
+    divided by that count (average_count_excludes_padding) or by the window's overlap with
+    the padded input [−pre, in + post) (otherwise)."""
+    x, kind = _wide(inputs[0]), layer.type.name     # IPoolingLayer.type is the PoolingType
+    if kind not in ("MAX", "AVERAGE"):
+        raise NotImplementedError(f"pooling type {kind}")
+    kernel, strides = tuple(layer.window_size_nd), tuple(layer.stride_nd)
+    pre, post, rounding = _padding(layer, len(kernel))
+    sizes, spatial = x.shape[x.ndim - len(kernel):], tuple(range(-len(kernel), 0))
+    out = _out_dims(sizes, kernel, strides, pre, post, rounding)
+    ones = (1,) * len(kernel)
+    if kind == "MAX":
+        y = _window_view(x, kernel, strides, ones, pre, out, -np.inf).max(axis=spatial)
+        return [y.astype(inputs[0].dtype)]
+    total = _window_view(x, kernel, strides, ones, pre, out, 0).sum(axis=spatial)
+    low, high = ((0,) * len(kernel), sizes) if layer.average_count_excludes_padding else (
+        tuple(-a for a in pre), tuple(n + b for n, b in zip(sizes, post)))
+    counts = [np.minimum(np.arange(o) * s - a + k, hi) - np.maximum(np.arange(o) * s - a, lo)
+              for o, s, a, k, lo, hi in zip(out, strides, pre, kernel, low, high)]
+    divisor = reduce(np.multiply.outer, counts)
+    return [(total / divisor).astype(inputs[0].dtype)]
+
+
+@evaluates("LRN", "ILRNLayer")
+def _lrn(layer, inputs, run):
+    """x / (k + α/w · Σ x²)^β, the sum over the w channels centred on each one (zeros past the
+    ends); the channel axis is the third from last. NvInfer.h leaves the 1/w implicit; the
+    Caffe and ONNX parsers pass their α (defined with α/w) unchanged, so this is TensorRT's."""
+    x, w = _wide(inputs[0]), layer.window_size
+    axis, half = x.ndim - 3, (layer.window_size - 1) // 2
+    if w % 2 == 0:
+        raise NetworkEvalError(f"LRN window {w} is even")
+    square = np.pad(np.square(x), [(half, half) if a == axis else (0, 0) for a in range(x.ndim)])
+    total = np.lib.stride_tricks.sliding_window_view(square, w, axis=axis).sum(axis=-1)
+    y = x / np.power(layer.k + layer.alpha / w * total, layer.beta)
+    return [y.astype(inputs[0].dtype)]
+
+
+@evaluates("TOPK", "ITopKLayer")
+def _topk(layer, inputs, run):
+    """The k largest (MAX) or smallest (MIN) values along the one axis of the bitmask, sorted,
+    and their indices; equal values keep their order (TensorRT does not specify one)."""
+    x = inputs[0]
+    if len(inputs) > 1 and inputs[1] is not None:
+        raise NotImplementedError("top-k with k given as a tensor")
+    axes = _axes_of(layer.axes, x.ndim)
+    if len(axes) != 1:
+        raise NetworkEvalError(f"top-k axes bitmask {layer.axes:#b} selects {len(axes)} axes")
+    key = -_wide(x) if layer.op.name == "MAX" else _wide(x)
+    order = np.argsort(key, axis=axes[0], kind="stable")
+    index = np.take(order, np.arange(layer.k), axis=axes[0])
+    values = np.take_along_axis(x, index, axis=axes[0])
+    return [values, index.astype(numpy_dtype(layer.indices_type))]
