@@ -108,6 +108,6 @@ def test_corpus_nets_that_load_rewrite_without_recurrent_nodes(path):
     try:
         graph = load_net(path).graph
     except CaffeLstmError:
-        pytest.skip("needs layers of a later stage (CNN front ends, fork layers)")
+        pytest.skip("does not load as a whole: a training net or a custom layer (docs/corpus.md)")
     run_passes(graph)
     assert not RECURRENT.intersection(n.op for n in graph.nodes)
