@@ -51,10 +51,7 @@ from typing import ClassVar, Mapping, Sequence
 import numpy as np
 
 from caffe_lstm.errors import CaffeLstmError
-from caffe_lstm.ops.recurrent import CAFFE_GATES
-
-#: The rows of Caffe's peephole blob P (3, H), in order (spec/recurrent-extensions.md).
-CAFFE_PEEPHOLES = ("i", "f", "o")
+from caffe_lstm.ops.recurrent import CAFFE_GATES, PEEPHOLE_GATES, LstmBlobs, LstmVariant
 
 
 class LayoutError(CaffeLstmError):
@@ -116,13 +113,9 @@ def blobs_of_layer(layer_type: str, arrays: Sequence[np.ndarray], peephole: bool
         w_x, w_h, b = arrays
         return CaffeLstmBlobs(w_x, b, w_h)
     has_static = len(arrays) == 4 + int(peephole) + int(num_proj > 0)
-    it = iter(arrays)
-    w_xc, b_c = next(it), next(it)
-    w_xc_static = next(it) if has_static else None
-    w_hc = next(it)
-    p = next(it) if peephole else None
-    w_hr = next(it) if num_proj > 0 else None
-    return CaffeLstmBlobs(w_xc, b_c, w_hc, w_xc_static, p, w_hr)
+    w = LstmBlobs.split(list(arrays), has_static, LstmVariant(peephole=peephole,
+                                                               num_proj=num_proj))
+    return CaffeLstmBlobs(w.w_xc, w.b_c, w.w_hc, w.w_xc_static, w.p, w.w_hr)
 
 
 def layer_arrays(layer_type: str, blobs: CaffeLstmBlobs) -> list[np.ndarray]:
@@ -280,7 +273,7 @@ class Onnx(Layout):
             "B": np.concatenate([bias, np.zeros_like(bias)])[None],  # [Wb, Rb]
         }
         if blobs.peephole is not None:
-            arrays["P"] = _permute(blobs.peephole.reshape(-1), CAFFE_PEEPHOLES, cls.peepholes)[None]
+            arrays["P"] = _permute(blobs.peephole.reshape(-1), PEEPHOLE_GATES, cls.peepholes)[None]
         return arrays
 
     @classmethod
@@ -288,8 +281,8 @@ class Onnx(Layout):
         w_bias, r_bias = np.split(arrays["B"][0], 2)
         peephole = None
         if "P" in arrays:
-            rows = _permute(arrays["P"][0], cls.peepholes, CAFFE_PEEPHOLES)
-            peephole = rows.reshape(len(CAFFE_PEEPHOLES), -1)
+            rows = _permute(arrays["P"][0], cls.peepholes, PEEPHOLE_GATES)
+            peephole = rows.reshape(len(PEEPHOLE_GATES), -1)
         return CaffeLstmBlobs.from_input_weights(
             _permute(arrays["W"][0], cls.gates, CAFFE_GATES),
             _permute(_sum_biases(w_bias, r_bias), cls.gates, CAFFE_GATES),
@@ -399,7 +392,7 @@ class TensorFlow(Layout):
                   "bias": _permute(blobs.b_c, CAFFE_GATES, cls.gates)}
         if blobs.peephole is not None:
             arrays |= {cls.peephole_names[g]: row
-                       for g, row in zip(CAFFE_PEEPHOLES, blobs.peephole)}
+                       for g, row in zip(PEEPHOLE_GATES, blobs.peephole)}
         if blobs.w_hr is not None:
             arrays["projection/kernel"] = blobs.w_hr.T  # (H, P): r = m · proj_kernel
         return arrays
@@ -413,7 +406,7 @@ class TensorFlow(Layout):
         w_x, w_r = kernel[:kernel.shape[0] - recurrent], kernel[kernel.shape[0] - recurrent:]
         peephole = None
         if cls.peephole_names["i"] in arrays:
-            peephole = np.stack([arrays[cls.peephole_names[g]] for g in CAFFE_PEEPHOLES])
+            peephole = np.stack([arrays[cls.peephole_names[g]] for g in PEEPHOLE_GATES])
         return CaffeLstmBlobs.from_input_weights(
             _permute(w_x.T, cls.gates, CAFFE_GATES), _permute(bias, cls.gates, CAFFE_GATES),
             _permute(w_r.T, cls.gates, CAFFE_GATES), static_size, peephole, w_hr)

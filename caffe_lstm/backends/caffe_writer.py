@@ -19,7 +19,7 @@ in the caffemodel under those names). Only an unrolled graph is plain upstream C
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 from google.protobuf import text_format
@@ -56,7 +56,7 @@ def to_net_parameter(graph: Graph) -> tuple[caffe_pb2.NetParameter, list[LayerWe
 def layer_weights(graph: Graph) -> list[LayerWeights]:
     """``(name, type, blobs)`` of every node with weights, loop bodies included."""
     return [(node.name, node.op, [v.data for v in node.weights])
-            for node in _all_nodes(graph)
+            for node in graph.all_nodes()
             if node.weights and all(v.data is not None for v in node.weights)]
 
 
@@ -66,14 +66,6 @@ def write_prototxt(path: str | Path, net: caffe_pb2.NetParameter, comment: str =
     text = header + text_format.MessageToString(net, as_utf8=True)
     with atomic_output(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
-
-
-def _all_nodes(graph: Graph) -> Iterator[Node]:
-    """Every node in order, each Loop followed by the nodes of its body (recursively)."""
-    for node in graph.nodes:
-        yield node
-        if node.op == "Loop":
-            yield from _all_nodes(node.attrs["body"])
 
 
 # ---- layers ------------------------------------------------------------------------------------

@@ -11,8 +11,14 @@ import click
 import numpy as np
 
 from caffe_lstm.cli import cli
-from caffe_lstm.cli.options import (AppState, load, net_argument, pass_state, selection_options,
-                                    weights_option)
+from caffe_lstm.cli.options import (
+    AppState,
+    load,
+    net_argument,
+    pass_state,
+    selection_options,
+    weights_option,
+)
 from caffe_lstm.errors import CaffeLstmError, ModelLoadError
 from caffe_lstm.files import load_npz, save_npz
 from caffe_lstm.frontend.caffemodel import LayerBlobs, read_caffemodel
@@ -20,8 +26,16 @@ from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
 from caffe_lstm.frontend.prototxt import read_prototxt
 from caffe_lstm.frontend.upgrade import upgrade_net
 from caffe_lstm.ir.graph import Graph, Node
-from caffe_lstm.layouts import (LAYOUTS, CaffeLstmBlobs, LayoutError, blobs_of_layer,
-                                import_arrays, layer_arrays, zeros_like_layer)
+from caffe_lstm.layouts import (
+    LAYOUTS,
+    CaffeLstmBlobs,
+    LayoutError,
+    blobs_of_layer,
+    import_arrays,
+    layer_arrays,
+    zeros_like_layer,
+)
+from caffe_lstm.ops.recurrent import LstmVariant
 from caffe_lstm.synthetic import synthetic_weights
 
 #: The layer types whose weights have layouts: Caffe's LSTM and the junhyukoh fork's Lstm.
@@ -143,10 +157,9 @@ def _lstm_layer(graph: Graph, name: str, net: Path) -> Node:
 
 
 def _variant(node: Node) -> tuple[bool, int]:
-    """(peephole, num_proj) of an LSTM node: its attrs, or its recurrent_param extension's."""
-    extensions = node.attrs.get("extensions", {})
-    return (bool(node.attrs.get("peephole", extensions.get("peephole", False))),
-            int(node.attrs.get("num_proj", extensions.get("num_proj", 0))))
+    """(peephole, num_proj) of an LSTM node (the fork's Lstm has neither)."""
+    variant = LstmVariant.of(node)
+    return variant.peephole, variant.num_proj
 
 
 def _layer_blobs(node: Node, arrays: list[np.ndarray]) -> CaffeLstmBlobs:
@@ -163,19 +176,11 @@ def _at_layer(node: Node, detail: str = "") -> Iterator[None]:
         raise LayoutError(exc.what, where, exc.hint) from None
 
 
-def _all_nodes(graph: Graph) -> Iterator[Node]:
-    """Every node, each Loop followed by the nodes of its body (recursively)."""
-    for node in graph.nodes:
-        yield node
-        if node.op == "Loop":
-            yield from _all_nodes(node.attrs["body"])
-
-
 def _layer_types(net: Path, graph: Graph) -> dict[str, str]:
     """Layer name -> type for every layer of the prototxt (any phase) and of the graph."""
     _, layers = upgrade_net(*read_prototxt(net), str(net))
     types = {source.layer.name: source.layer.type for source in layers}
-    return types | {node.name: node.op for node in _all_nodes(graph)}
+    return types | {node.name: node.op for node in graph.all_nodes()}
 
 
 def _replace_layer(stored: list[LayerBlobs], graph: Graph, target: Node,
@@ -188,7 +193,7 @@ def _replace_layer(stored: list[LayerBlobs], graph: Graph, target: Node,
     4-D blob becomes e.g. (4H, I)); Caffe reads only the first layer of a name, so later
     duplicates and layers the net does not use keep their stored dims.
     """
-    loaded = {node.name: node for node in _all_nodes(graph) if node.weights}
+    loaded = {node.name: node for node in graph.all_nodes() if node.weights}
     layers, seen = [], set()
     for layer in stored:
         first = layer.name not in seen

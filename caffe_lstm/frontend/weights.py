@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.frontend.caffemodel import LayerBlobs
@@ -28,7 +28,7 @@ def attach_weights(graph: Graph, layers: Sequence[LayerBlobs], path: str | Path)
     for layer in layers:
         by_name.setdefault(layer.name, layer)
     missing = []
-    for node in _all_nodes(graph):
+    for node in graph.all_nodes():
         if not node.weights:
             continue
         if node.name not in by_name:
@@ -36,14 +36,6 @@ def attach_weights(graph: Graph, layers: Sequence[LayerBlobs], path: str | Path)
             continue
         _attach(node, by_name[node.name], path)
     return missing
-
-
-def _all_nodes(graph: Graph) -> Iterator[Node]:
-    """Every node in order, each Loop followed by the nodes of its body (recursively)."""
-    for node in graph.nodes:
-        yield node
-        if node.op == "Loop":
-            yield from _all_nodes(node.attrs["body"])
 
 
 def _attach(node: Node, layer: LayerBlobs, path: str | Path) -> None:

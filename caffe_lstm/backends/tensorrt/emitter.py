@@ -19,7 +19,7 @@ from caffe_lstm.ops import get_op
 def check_emittable(graph: Graph) -> None:
     """Lists, in one error, every node (loop bodies included) that has no TensorRT emission."""
     missing: dict[str, list[str]] = defaultdict(list)
-    for node in _all_nodes(graph):
+    for node in graph.all_nodes():
         if get_op(node.op).tensorrt is None:
             missing[node.op].append(node.name)
     if missing:
@@ -28,13 +28,6 @@ def check_emittable(graph: Graph) -> None:
         raise UnsupportedLayerError(f"cannot build these layers in TensorRT: {listing}",
                                     "the rewritten graph",
                                     "cut them off with --outputs, or report the layer type")
-
-
-def _all_nodes(graph: Graph):
-    for node in graph.nodes:
-        yield node
-        if node.op == "Loop":
-            yield from _all_nodes(node.attrs["body"])
 
 
 def emit_network(ctx: EmitContext, graph: Graph,
