@@ -69,3 +69,18 @@ def run_cli(*args: object, timeout: float = 300) -> subprocess.CompletedProcess[
     exactly as a user sees them, traceback or not."""
     return subprocess.run([sys.executable, "-m", "caffe_lstm", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout)
+
+
+def net_with_weights(tmp_path: Path, text: str, seed: int = 0):
+    """The net of prototxt ``text`` with seeded synthetic weights, read back from a real
+    caffemodel (written to ``tmp_path``); returns its graph."""
+    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.loader import load_net
+    from caffe_lstm.synthetic import synthetic_weights
+
+    prototxt, weights = tmp_path / "net.prototxt", tmp_path / "net.caffemodel"
+    prototxt.write_text(text)
+    write_caffemodel(weights, synthetic_weights(load_net(prototxt).graph, seed))
+    loaded = load_net(prototxt, weights)
+    assert loaded.missing_weights == []
+    return loaded.graph

@@ -12,10 +12,8 @@ import numpy as np
 import pytest
 
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
-from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.passes import run_passes
-from caffe_lstm.synthetic import synthetic_weights
+from tests.conftest import net_with_weights
 from tests.test_cli_recurrent import lstm_prototxt
 
 trt_module = pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
@@ -78,13 +76,6 @@ def runtime():
     return load_runtime("tensorrt-rtx")
 
 
-def _graph(tmp_path, text):
-    net, weights = tmp_path / "net.prototxt", tmp_path / "net.caffemodel"
-    net.write_text(text)
-    write_caffemodel(weights, synthetic_weights(load_net(net).graph, seed=7))
-    return load_net(net, weights).graph
-
-
 def _feeds(graph, pattern):
     rng = np.random.default_rng(11)
     feeds = {}
@@ -109,10 +100,10 @@ def _cont(shape, pattern):
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_network_walk_equals_the_recurrent_equations(runtime, tmp_path, config):
     text, pattern = CONFIGS[config]
-    original = _graph(tmp_path, text)
+    original = net_with_weights(tmp_path, text, seed=7)
     feeds = _feeds(original, pattern)
     expected = NumpyExecutor(original).run(feeds)
-    rewritten = run_passes(_graph(tmp_path, text))
+    rewritten = run_passes(net_with_weights(tmp_path, text, seed=7))
     _, network, _ = emit(runtime, rewritten, BuildOptions())
     got = evaluate_network(runtime.trt, network, feeds)
     assert sorted(got) == sorted(expected)
@@ -123,7 +114,7 @@ def test_network_walk_equals_the_recurrent_equations(runtime, tmp_path, config):
 @pytest.mark.parametrize("fp16", [False, True], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_engine_builds_static_and_dynamic(runtime, tmp_path, config, fp16):
-    graph = run_passes(_graph(tmp_path, CONFIGS[config][0]))
+    graph = run_passes(net_with_weights(tmp_path, CONFIGS[config][0], seed=7))
     assert build_engine(runtime, graph, BuildOptions(fp16=fp16))[:4] == b"vtrt"
     # dynamic T: axis 0 of every (T, ...) input ranges over 1..2T (fork flat inputs excepted)
     shapes = {}

@@ -20,17 +20,14 @@ pytest.importorskip("tensorrt_rtx_bindings")
 from caffe_lstm.analysis.shapes import infer_shapes  # noqa: E402
 from caffe_lstm.backends.numpy_exec import NumpyExecutor  # noqa: E402
 from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, emit  # noqa: E402
-from caffe_lstm.backends.tensorrt.network_eval import (  # noqa: E402
-    evaluate_network)
+from caffe_lstm.backends.tensorrt.network_eval import evaluate_network  # noqa: E402
 from caffe_lstm.backends.tensorrt.runtime import load_runtime  # noqa: E402
 from caffe_lstm.errors import ShapeError, UnsupportedLayerError  # noqa: E402
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel  # noqa: E402
 from caffe_lstm.frontend.loader import load_net  # noqa: E402
 from caffe_lstm.ir.builder import GraphBuilder  # noqa: E402
 from caffe_lstm.ir.graph import Graph, Value  # noqa: E402
 from caffe_lstm.passes import run_passes  # noqa: E402
-from caffe_lstm.synthetic import synthetic_weights  # noqa: E402
-from tests.conftest import sample  # noqa: E402
+from tests.conftest import net_with_weights, sample  # noqa: E402
 
 RTX_MAGIC = b"vtrt"  # the first bytes of every TensorRT-RTX plan
 
@@ -150,16 +147,6 @@ VOCABULARY = {"ids": 7, "input_sentence": 50}
 @pytest.fixture(scope="module")
 def runtime():
     return load_runtime("tensorrt-rtx")
-
-
-def net_with_weights(tmp_path, text: str, seed: int = 0) -> Graph:
-    """The net of ``text`` with seeded synthetic weights, read back from a real caffemodel."""
-    prototxt, weights = tmp_path / "net.prototxt", tmp_path / "net.caffemodel"
-    prototxt.write_text(text)
-    write_caffemodel(weights, synthetic_weights(load_net(prototxt).graph, seed))
-    loaded = load_net(prototxt, weights)
-    assert loaded.missing_weights == []
-    return loaded.graph
 
 
 def sample_graph(name: str, passes=None) -> Graph:

@@ -24,7 +24,7 @@ from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.passes import run_passes
-from caffe_lstm.synthetic import synthetic_weights
+from tests.conftest import net_with_weights
 from tests.test_cli import _assert_one_error_line
 from tests.test_cli_recurrent import run_cli
 
@@ -532,13 +532,6 @@ def runtime():
     return load_runtime("tensorrt-rtx")
 
 
-def _synthetic_graph(tmp_path, text):
-    net, weights = tmp_path / "net.prototxt", tmp_path / "net.caffemodel"
-    net.write_text(text)
-    write_caffemodel(weights, synthetic_weights(load_net(net).graph, seed=7))
-    return load_net(net, weights).graph
-
-
 @pytest.mark.parametrize("setup", SETUPS)
 @pytest.mark.parametrize("name", TRT_VARIANTS)
 def test_variant_builds_an_engine_whose_network_equals_numpy(runtime, tmp_path, name, setup):
@@ -547,10 +540,10 @@ def test_variant_builds_an_engine_whose_network_equals_numpy(runtime, tmp_path, 
 
     variant, (T, N, I, H) = TRT_VARIANTS[name], (5, 3, 3, 4)
     text = variant_net(T, N, I, H, variant, **SETUPS[setup])
-    original = _synthetic_graph(tmp_path, text)
+    original = net_with_weights(tmp_path, text, seed=7)
     feeds = feeds_for(np.random.default_rng(5), T, N, I, H, variant, setup)
     expected = NumpyExecutor(original).run(feeds)
-    rewritten = run_passes(_synthetic_graph(tmp_path, text))
+    rewritten = run_passes(net_with_weights(tmp_path, text, seed=7))
     _, network, _ = emit(runtime, rewritten, BuildOptions())
     got = evaluate_network(runtime.trt, network, feeds)
     assert sorted(got) == sorted(expected)
