@@ -210,6 +210,16 @@ def _log_base(node: Node) -> float:
     return float(np.log(np.float32(base)))
 
 
+def _parse_base_scale_shift(p) -> dict:
+    """exp_param and log_param: base (−1 = e), scale, shift."""
+    return {"base": p.base, "scale": p.scale, "shift": p.shift}
+
+
+def _infer_base_scale_shift(node: Node, x: Shape) -> tuple[Shape, ...]:
+    _log_base(node)  # rejects a base that is neither −1 nor > 0
+    return (x,)
+
+
 @register_op
 class Exp(_SameShape):
     """y = base^(shift + scale·x), base −1 meaning e (exp_param).
@@ -221,14 +231,8 @@ class Exp(_SameShape):
     type = "Exp"
     param = "exp_param"
 
-    @staticmethod
-    def parse(p):
-        return {"base": p.base, "scale": p.scale, "shift": p.shift}
-
-    @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
-        _log_base(node)
-        return (x,)
+    parse = staticmethod(_parse_base_scale_shift)
+    infer = staticmethod(_infer_base_scale_shift)
 
     @staticmethod
     def numpy(node: Node, x):
@@ -263,14 +267,8 @@ class Log(_SameShape):
     type = "Log"
     param = "log_param"
 
-    @staticmethod
-    def parse(p):
-        return {"base": p.base, "scale": p.scale, "shift": p.shift}
-
-    @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
-        _log_base(node)
-        return (x,)
+    parse = staticmethod(_parse_base_scale_shift)
+    infer = staticmethod(_infer_base_scale_shift)
 
     @staticmethod
     def numpy(node: Node, x):
