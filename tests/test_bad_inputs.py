@@ -252,6 +252,12 @@ CASES = {
     "inputs-wrong-feature-dim": Case(RUN_WITH_INPUTS, "layer 'lstm1' (LSTM)", "the bottoms need",
                                      files=with_inputs(x=np.zeros((3, 2, 7)),
                                                        cont=GOOD_INPUTS["cont"])),
+    "state-io-wrong-state-shape": Case(
+        RUN_WITH_INPUTS + " --state io", "layer 'lstm1' (LSTM)", "h_0 must have shape",
+        files=with_inputs(**GOOD_INPUTS, **{"lstm1/h_0": np.zeros((1, 3, 5), np.float32)})),
+    "state-array-without-state-io": Case(
+        RUN_WITH_INPUTS, "in.npz", "unknown array(s) lstm1/h_0",
+        files=with_inputs(**GOOD_INPUTS, **{"lstm1/h_0": np.zeros((1, 2, 5), np.float32)})),
     "inputs-strings": Case(RUN_WITH_INPUTS, "in.npz", "has dtype <U1, expected numbers",
                            files=with_inputs(x=np.full((3, 2, 4), "a"), cont=GOOD_INPUTS["cont"])),
     "inputs-not-npz": Case(RUN_WITH_INPUTS, "in.npz", "cannot read the inputs file",
