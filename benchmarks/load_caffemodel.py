@@ -154,7 +154,7 @@ def measure(method: str, paths: dict) -> dict:
 
 def _import_for(method: str) -> None:
     """Imports outside the timed part (a user's process has them loaded already)."""
-    import caffe_lstm.frontend.loader  # noqa: F401
+    import caffe_lstm.frontend.loader
     import caffe_lstm.proto.caffe_pb2  # noqa: F401
 
     if method == "onnx":

@@ -1,0 +1,24 @@
+"""caffe-lstm: take Caffe nets with recurrent layers (LSTM, RNN, the forks' Lstm) to TensorRT.
+
+The Python API (docs/api.md); the ``caffe-lstm`` command line calls the same functions::
+
+    import caffe_lstm
+    net = caffe_lstm.load("net.prototxt", "net.caffemodel")
+    net.verify().ok
+    net.build_engine("net.engine")
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from caffe_lstm.api import Engine, Net, Verification, load, run_engine
+from caffe_lstm.errors import (CaffeLstmError, ExecutionError, GraphError, ModelLoadError,
+                               OutputError, ShapeError, UnsupportedLayerError, VerificationError)
+
+try:
+    __version__ = version("caffe-lstm")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = ["CaffeLstmError", "Engine", "ExecutionError", "GraphError", "ModelLoadError", "Net",
+           "OutputError", "ShapeError", "UnsupportedLayerError", "Verification",
+           "VerificationError", "load", "run_engine"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -10,9 +10,8 @@ from caffe_lstm.analysis.limits import check_memory
 from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ops import recurrent_spec
 
-# (layer type, bottom index) pairs that read a sequence-continuation indicator.
-_CONT_BOTTOMS = {("LSTM", 1), ("RNN", 1), ("Lstm", 1)}
 
 
 def random_feeds(graph: Graph, seed: int) -> dict[str, np.ndarray]:
@@ -40,7 +39,8 @@ def _is_cont(graph: Graph, value: Value) -> bool:
     axis 0), possibly through the Slice/Reshape/Loop that hand it to the step."""
     for node in graph.users(value):
         position = next(i for i, v in enumerate(node.inputs) if v is value)
-        if (node.op, position) in _CONT_BOTTOMS:
+        spec = recurrent_spec(node.op)
+        if spec is not None and spec.cont_bottom == position:
             return True
         if node.op == "Scale" and position == 1 and node.attrs.get("axis") == 0:
             return True

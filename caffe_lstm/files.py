@@ -10,7 +10,7 @@ import tokenize
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -68,7 +68,8 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray]:
             _check_npz_headers(data, str(path))
             return {name: data[name] for name in data.files}
     except FileNotFoundError:
-        raise ModelLoadError("the inputs file does not exist", str(path), "check the path") from None
+        raise ModelLoadError("the inputs file does not exist", str(path),
+                             "check the path") from None
     except _NPZ_ERRORS as exc:
         raise ModelLoadError(f"cannot read the inputs file ({_reason(exc)})", str(path),
                              _NPZ_HINT) from None

@@ -45,85 +45,32 @@ and ``static_size`` splits them off again on import.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import ClassVar, Mapping, Sequence
+from typing import ClassVar
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from caffe_lstm.errors import CaffeLstmError
-from caffe_lstm.ops.recurrent import CAFFE_GATES, PEEPHOLE_GATES, LstmBlobs, LstmVariant
+from caffe_lstm.ir.graph import Node
+from caffe_lstm.ops import get_op
+from caffe_lstm.ops.recurrent import CAFFE_GATES, PEEPHOLE_GATES, LstmWeights
 
 
 class LayoutError(CaffeLstmError):
     """Weights that a layout cannot hold, or arrays that do not fit the layer."""
 
 
-@dataclass(frozen=True, eq=False)
-class CaffeLstmBlobs:
-    """One LSTM layer's blobs as Caffe stores them; gate blocks i, f, o, g along every 4H axis.
-
-    Attributes:
-        w_xc: (4H, I) input weights.
-        b_c: (4H,) the one bias.
-        w_hc: (4H, R) recurrent weights (R = num_proj with a projection, else H).
-        w_xc_static: (4H, S) weights of the static input, or None.
-        peephole: (3, H) rows p_i, p_f, p_o, or None.
-        w_hr: (P, H) the recurrent projection r_t = W_hr·m_t, or None.
-    """
-
-    w_xc: np.ndarray
-    b_c: np.ndarray
-    w_hc: np.ndarray
-    w_xc_static: np.ndarray | None = None
-    peephole: np.ndarray | None = None
-    w_hr: np.ndarray | None = None
-
-    @property
-    def static_size(self) -> int:
-        return 0 if self.w_xc_static is None else self.w_xc_static.shape[1]
-
-    def input_weights(self) -> np.ndarray:
-        """(4H, I + S): W_xc with W_xc_static's columns appended (x_static joins every x_t)."""
-        if self.w_xc_static is None:
-            return self.w_xc
-        return np.concatenate([self.w_xc, self.w_xc_static], axis=1)
-
-    @staticmethod
-    def from_input_weights(w_x: np.ndarray, b_c: np.ndarray, w_hc: np.ndarray, static_size: int,
-                           peephole: np.ndarray | None = None,
-                           w_hr: np.ndarray | None = None) -> CaffeLstmBlobs:
-        """The inverse of ``input_weights``: the last ``static_size`` columns are W_xc_static."""
-        if not static_size:
-            return CaffeLstmBlobs(w_x, b_c, w_hc, None, peephole, w_hr)
-        inputs = w_x.shape[1] - static_size
-        return CaffeLstmBlobs(w_x[:, :inputs], b_c, w_hc, w_x[:, inputs:], peephole, w_hr)
-
-
 # ---- the blobs of a Caffe layer, in the layer's own order -------------------------------------
 
 
-def blobs_of_layer(layer_type: str, arrays: Sequence[np.ndarray], peephole: bool = False,
-                   num_proj: int = 0) -> CaffeLstmBlobs:
-    """A layer's blobs in file order as CaffeLstmBlobs.
-
-    ``LSTM``: W_xc, b_c, [W_xc_static], W_hc, [P], [W_hr] (spec/recurrent-extensions.md);
-    the fork's ``Lstm``: W_x, W_h, b.
-    """
-    if layer_type == "Lstm":
-        w_x, w_h, b = arrays
-        return CaffeLstmBlobs(w_x, b, w_h)
-    has_static = len(arrays) == 4 + int(peephole) + int(num_proj > 0)
-    w = LstmBlobs.split(list(arrays), has_static, LstmVariant(peephole=peephole,
-                                                               num_proj=num_proj))
-    return CaffeLstmBlobs(w.w_xc, w.b_c, w.w_hc, w.w_xc_static, w.p, w.w_hr)
+def layer_weights(node: Node, arrays: Sequence[np.ndarray]) -> LstmWeights:
+    """A recurrent layer's blobs in file order, by role (the op's ``roles`` facet)."""
+    return get_op(node.op).roles(node, list(arrays))
 
 
-def layer_arrays(layer_type: str, blobs: CaffeLstmBlobs) -> list[np.ndarray]:
-    """The inverse of ``blobs_of_layer``: the blobs in the layer's file order."""
-    if layer_type == "Lstm":
-        return [blobs.w_xc, blobs.w_hc, blobs.b_c]
-    ordered = [blobs.w_xc, blobs.b_c, blobs.w_xc_static, blobs.w_hc, blobs.peephole, blobs.w_hr]
-    return [array for array in ordered if array is not None]
+def layer_arrays(node: Node, weights: LstmWeights) -> list[np.ndarray]:
+    """The inverse of ``layer_weights``: the blobs in the layer's file order."""
+    return get_op(node.op).file_order(node, weights)
 
 
 # ---- helpers shared by the layouts ------------------------------------------------------------
@@ -165,7 +112,7 @@ class Layout(ABC):
     projection: ClassVar[bool] = False
 
     @classmethod
-    def export(cls, blobs: CaffeLstmBlobs) -> dict[str, np.ndarray]:
+    def export(cls, blobs: LstmWeights) -> dict[str, np.ndarray]:
         """The arrays the framework stores for ``blobs``, under its own names.
 
         Raises:
@@ -176,7 +123,7 @@ class Layout(ABC):
                 for name, array in cls._export(blobs).items()}
 
     @classmethod
-    def import_(cls, arrays: Mapping[str, np.ndarray], static_size: int = 0) -> CaffeLstmBlobs:
+    def import_(cls, arrays: Mapping[str, np.ndarray], static_size: int = 0) -> LstmWeights:
         """Caffe's blobs from the framework's arrays (names and shapes as ``export`` gives them;
         ``import_arrays`` checks them). The last ``static_size`` input columns are W_xc_static."""
         return cls._import({name: np.asarray(a, np.float32) for name, a in arrays.items()},
@@ -184,12 +131,12 @@ class Layout(ABC):
 
     @classmethod
     @abstractmethod
-    def _export(cls, blobs: CaffeLstmBlobs) -> dict[str, np.ndarray]:
+    def _export(cls, blobs: LstmWeights) -> dict[str, np.ndarray]:
         """The framework's arrays (each layout defines it)."""
 
     @classmethod
     @abstractmethod
-    def _import(cls, arrays: dict[str, np.ndarray], static_size: int) -> CaffeLstmBlobs:
+    def _import(cls, arrays: dict[str, np.ndarray], static_size: int) -> LstmWeights:
         """Caffe's blobs from checked arrays (each layout defines it)."""
 
 
@@ -198,9 +145,9 @@ _VARIANT_PARTS = (("peephole", "peephole connections (peephole: true)"),
                   ("projection", "recurrent projection (num_proj > 0)"))
 
 
-def _check_variant(layout: type[Layout], blobs: CaffeLstmBlobs) -> None:
+def _check_variant(layout: type[Layout], blobs: LstmWeights) -> None:
     """Peepholes and projections go only to layouts that have them."""
-    present = {"peephole": blobs.peephole is not None, "projection": blobs.w_hr is not None}
+    present = {"peephole": blobs.p is not None, "projection": blobs.w_hr is not None}
     needed = [flag for flag, _ in _VARIANT_PARTS if present[flag]]
     lacking = [what for flag, what in _VARIANT_PARTS if flag in needed
                and not getattr(layout, flag)]
@@ -221,13 +168,13 @@ class Caffe(Layout):
     @classmethod
     def _export(cls, blobs):
         named = {"W_xc": blobs.w_xc, "b_c": blobs.b_c, "W_xc_static": blobs.w_xc_static,
-                 "W_hc": blobs.w_hc, "P": blobs.peephole, "W_hr": blobs.w_hr}
+                 "W_hc": blobs.w_hc, "P": blobs.p, "W_hr": blobs.w_hr}
         return {name: array for name, array in named.items() if array is not None}
 
     @classmethod
     def _import(cls, arrays, static_size):
-        return CaffeLstmBlobs(arrays["W_xc"], arrays["b_c"], arrays["W_hc"],
-                              arrays.get("W_xc_static"), arrays.get("P"), arrays.get("W_hr"))
+        return LstmWeights(arrays["W_xc"], arrays["b_c"], arrays["W_hc"],
+                           arrays.get("W_xc_static"), arrays.get("P"), arrays.get("W_hr"))
 
 
 class PyTorch(Layout):
@@ -250,7 +197,7 @@ class PyTorch(Layout):
     @classmethod
     def _import(cls, arrays, static_size):
         bias = _sum_biases(arrays["bias_ih_l0"], arrays["bias_hh_l0"])
-        return CaffeLstmBlobs.from_input_weights(
+        return LstmWeights.from_input_weights(
             _permute(arrays["weight_ih_l0"], cls.gates, CAFFE_GATES),
             _permute(bias, cls.gates, CAFFE_GATES),
             _permute(arrays["weight_hh_l0"], cls.gates, CAFFE_GATES),
@@ -272,8 +219,8 @@ class Onnx(Layout):
             "R": _permute(blobs.w_hc, CAFFE_GATES, cls.gates)[None],
             "B": np.concatenate([bias, np.zeros_like(bias)])[None],  # [Wb, Rb]
         }
-        if blobs.peephole is not None:
-            arrays["P"] = _permute(blobs.peephole.reshape(-1), PEEPHOLE_GATES, cls.peepholes)[None]
+        if blobs.p is not None:
+            arrays["P"] = _permute(blobs.p.reshape(-1), PEEPHOLE_GATES, cls.peepholes)[None]
         return arrays
 
     @classmethod
@@ -283,7 +230,7 @@ class Onnx(Layout):
         if "P" in arrays:
             rows = _permute(arrays["P"][0], cls.peepholes, PEEPHOLE_GATES)
             peephole = rows.reshape(len(PEEPHOLE_GATES), -1)
-        return CaffeLstmBlobs.from_input_weights(
+        return LstmWeights.from_input_weights(
             _permute(arrays["W"][0], cls.gates, CAFFE_GATES),
             _permute(_sum_biases(w_bias, r_bias), cls.gates, CAFFE_GATES),
             _permute(arrays["R"][0], cls.gates, CAFFE_GATES),
@@ -304,7 +251,7 @@ class Keras(Layout):
 
     @classmethod
     def _import(cls, arrays, static_size):
-        return CaffeLstmBlobs.from_input_weights(
+        return LstmWeights.from_input_weights(
             _permute(arrays["kernel"].T, cls.gates, CAFFE_GATES),
             _permute(arrays["bias"], cls.gates, CAFFE_GATES),
             _permute(arrays["recurrent_kernel"].T, cls.gates, CAFFE_GATES), static_size)
@@ -338,7 +285,7 @@ class KerasCudnn(Layout):
         w_x = {g: block.reshape(block.shape[::-1]) for g, block in kernel.items()}
         w_h = _blocks(arrays["recurrent_kernel"], cls.gates, axis=1)
         w_bias, r_bias = np.split(arrays["bias"], 2)
-        return CaffeLstmBlobs.from_input_weights(
+        return LstmWeights.from_input_weights(
             np.concatenate([w_x[g] for g in CAFFE_GATES]),
             _permute(_sum_biases(w_bias, r_bias), cls.gates, CAFFE_GATES),
             np.concatenate([w_h[g] for g in CAFFE_GATES]), static_size)
@@ -369,7 +316,7 @@ class Cudnn(Layout):
         def stacked(prefix: str) -> np.ndarray:
             return np.concatenate([arrays[f"{prefix}{cls.letters[g]}"] for g in CAFFE_GATES])
 
-        return CaffeLstmBlobs.from_input_weights(
+        return LstmWeights.from_input_weights(
             stacked("W_"), _sum_biases(stacked("b_W"), stacked("b_R")), stacked("R_"),
             static_size, w_hr=arrays.get("W_proj"))
 
@@ -390,9 +337,9 @@ class TensorFlow(Layout):
         w_r = _permute(blobs.w_hc, CAFFE_GATES, cls.gates).T
         arrays = {"kernel": np.vstack([w_x, w_r]),
                   "bias": _permute(blobs.b_c, CAFFE_GATES, cls.gates)}
-        if blobs.peephole is not None:
+        if blobs.p is not None:
             arrays |= {cls.peephole_names[g]: row
-                       for g, row in zip(PEEPHOLE_GATES, blobs.peephole)}
+                       for g, row in zip(PEEPHOLE_GATES, blobs.p)}
         if blobs.w_hr is not None:
             arrays["projection/kernel"] = blobs.w_hr.T  # (H, P): r = m · proj_kernel
         return arrays
@@ -407,7 +354,7 @@ class TensorFlow(Layout):
         peephole = None
         if cls.peephole_names["i"] in arrays:
             peephole = np.stack([arrays[cls.peephole_names[g]] for g in PEEPHOLE_GATES])
-        return CaffeLstmBlobs.from_input_weights(
+        return LstmWeights.from_input_weights(
             _permute(w_x.T, cls.gates, CAFFE_GATES), _permute(bias, cls.gates, CAFFE_GATES),
             _permute(w_r.T, cls.gates, CAFFE_GATES), static_size, peephole, w_hr)
 
@@ -419,7 +366,7 @@ LAYOUTS: dict[str, type[Layout]] = {
 
 
 def import_arrays(layout: type[Layout], arrays: Mapping[str, np.ndarray],
-                  template: CaffeLstmBlobs) -> CaffeLstmBlobs:
+                  template: LstmWeights) -> LstmWeights:
     """Caffe's blobs from ``arrays``, checked against what ``layout`` exports for a layer shaped
     like ``template`` (its values are not used).
 
@@ -448,8 +395,6 @@ def import_arrays(layout: type[Layout], arrays: Mapping[str, np.ndarray],
     return layout.import_(arrays, template.static_size)
 
 
-def zeros_like_layer(shapes: Sequence[tuple[int, ...]], layer_type: str, peephole: bool = False,
-                     num_proj: int = 0) -> CaffeLstmBlobs:
-    """A template for ``import_arrays``: zeros shaped like the layer's blobs (file order)."""
-    return blobs_of_layer(layer_type, [np.zeros(shape, np.float32) for shape in shapes],
-                          peephole, num_proj)
+def zeros_like_layer(node: Node) -> LstmWeights:
+    """A template for ``import_arrays``: zeros shaped like the layer's blobs."""
+    return layer_weights(node, [np.zeros(value.shape, np.float32) for value in node.weights])

@@ -3,7 +3,7 @@
 Usage (from anywhere; paths are resolved relative to this file)::
 
     python proto/generate.py              # rewrite caffe_lstm/proto/caffe_pb2.py
-    python proto/generate.py --out DIR    # write DIR/caffe_pb2.py instead (used by the staleness test)
+    python proto/generate.py --out DIR    # write DIR/caffe_pb2.py instead (the staleness test)
 
 Needs ``grpcio-tools`` (it bundles ``protoc``; no system protoc is used). The generated module is
 committed, so users only need the ``protobuf`` runtime. The module embeds the protobuf version of

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,8 +26,9 @@ def run_op(op_type: str, attrs: dict[str, Any], inputs: Sequence[np.ndarray],
     node = make_node(op_type, attrs, [np.shape(x) for x in inputs], n_tops)
     out_shapes = op.infer(node, *[v.shape for v in node.inputs])
     blob_shapes = [shape for _, shape in op.blobs(node, *[v.shape for v in node.inputs])]
-    assert blob_shapes == [np.shape(w) for w in weights], (blob_shapes, [np.shape(w) for w in weights])
-    arrays = [np.asarray(x, np.float32) for x in inputs] + [np.asarray(w, np.float32) for w in weights]
+    weight_shapes = [np.shape(w) for w in weights]
+    assert blob_shapes == weight_shapes, (blob_shapes, weight_shapes)
+    arrays = [np.asarray(a, np.float32) for a in [*inputs, *weights]]
     results = op.numpy(node, *arrays)
     assert [tuple(s) for s in out_shapes] == [np.shape(r) for r in results]
     return tuple(results)

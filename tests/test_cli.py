@@ -28,7 +28,8 @@ def test_inspect_text_shows_shapes_and_recurrent_layers(invoke):
     net, _ = sample("captioner")
     result = invoke("inspect", net)
     assert result.exit_code == 0
-    assert "lstm2 (LSTM): lstm1, cont_sentence, image_features -> lstm2  (10, 2, 24)" in result.stdout
+    assert ("lstm2 (LSTM): lstm1, cont_sentence, image_features -> lstm2  (10, 2, 24)"
+            in result.stdout)
     assert "blobs (96, 24), (96), (96, 32), (96, 24)" in result.stdout
     assert "recurrent layers (expanded by the rewrite): lstm1, lstm2" in result.stdout
 
@@ -181,7 +182,8 @@ def test_bad_inputs_npz_and_unwritable_output(tmp_path):
     np.savez(inputs, data=np.zeros((12, 2, 8), np.float32))
     _assert_one_error_line(["run", net, "-w", weights, "--inputs", inputs], "missing input(s) cont")
     np.savez(inputs, data=np.zeros((12, 8), np.float32), cont=np.zeros((12, 2), np.float32))
-    _assert_one_error_line(["run", net, "-w", weights, "--inputs", inputs], "input 'data' has shape")
+    _assert_one_error_line(["run", net, "-w", weights, "--inputs", inputs],
+                           "input 'data' has shape")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     _assert_one_error_line(["run", net, "-w", weights, "--inputs", tmp_path / "junk.npz"],
                            "cannot read the inputs file")

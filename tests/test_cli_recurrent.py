@@ -278,7 +278,9 @@ def test_run_fork_lstm_matches_torch(invoke, tmp_path, layout):
     with_clip = layout != "sequence_no_clip"
     if not with_clip:
         feeds.pop("clip")
-    dims = lambda shape: " ".join(f"dim: {d}" for d in shape)
+    def dims(shape):
+        return " ".join(f"dim: {d}" for d in shape)
+
     tops = 'top: "x" top: "clip"' if with_clip else 'top: "x"'
     shapes = f"shape {{ {dims(x_shape)} }}" + (f" shape {{ {dims(clip_shape)} }}" if with_clip
                                                 else "")

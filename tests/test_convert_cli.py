@@ -95,7 +95,8 @@ def test_bad_shapes_give_one_error_line_and_no_file(tmp_path, flags, needle):
 
 def test_malformed_shape_is_a_usage_error(tmp_path):
     net, weights = sample("seq_classifier")
-    proc = run_cli("convert", net, "-w", weights, "-o", tmp_path / "e.engine", "--shape", "data:1x2")
+    proc = run_cli("convert", net, "-w", weights, "-o", tmp_path / "e.engine",
+                   "--shape", "data:1x2")
     assert proc.returncode == 2 and "NAME:MIN:OPT:MAX" in proc.stderr
 
 
@@ -119,7 +120,7 @@ def test_progress_comes_from_tensorrt_progress_monitor():
     graph = run_passes(load_net(net, weights).graph)
     seen = []
     build_engine(load_runtime("tensorrt-rtx"), graph,
-                 BuildOptions(progress=lambda phase, step, steps: seen.append((phase, step, steps))))
+                 BuildOptions(progress=lambda *event: seen.append(event)))
     phases = {phase for phase, _, _ in seen}
     assert "Building engine" in phases
     assert any(step == steps > 0 for _, step, steps in seen)  # some phase ran to completion

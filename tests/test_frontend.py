@@ -8,7 +8,7 @@ import pytest
 from caffe_lstm.errors import GraphError, ModelLoadError
 from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
-from caffe_lstm.frontend.netstate import NetState
+from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.prototxt import layer_lines
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 
@@ -69,7 +69,8 @@ def _write_v1_caffemodel(path, name, blobs):
 def test_v0_net_is_upgraded_with_padding_folded(tmp_path):
     text = """
     input: "data" input_dim: 1 input_dim: 2 input_dim: 1 input_dim: 1
-    layers { layer { name: "fc" type: "innerproduct" num_output: 3 biasterm: false } bottom: "data" top: "fc" }
+    layers { layer { name: "fc" type: "innerproduct" num_output: 3 biasterm: false }
+             bottom: "data" top: "fc" }
     layers { layer { name: "act" type: "tanh" } bottom: "fc" top: "act" }
     """
     graph = load_net(net_file(tmp_path, text)).graph
@@ -98,19 +99,20 @@ layer { name: "train_only" type: "Sigmoid" bottom: "y" top: "z" include { phase:
 
 
 @pytest.mark.parametrize("state,expected", [
-    (NetState(), ["TanH"]),
-    (NetState(stages=frozenset({"dropout"})), ["Dropout"]),
-    (NetState(phase="TRAIN"), ["TanH", "Sigmoid"]),
+    (LayerSelection(), ["TanH"]),
+    (LayerSelection(stages=frozenset({"dropout"})), ["Dropout"]),
+    (LayerSelection(phase="TRAIN"), ["TanH", "Sigmoid"]),
 ])
 def test_phase_and_stage_filtering(tmp_path, state, expected):
-    graph = load_net(net_file(tmp_path, PHASED), state=state).graph
+    graph = load_net(net_file(tmp_path, PHASED), selection=state).graph
     assert [n.op for n in graph.nodes] == expected
 
 
 def test_in_place_tops_get_one_producer_each(tmp_path):
     text = """
     layer { name: "input" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
-    layer { name: "fc" type: "InnerProduct" bottom: "x" top: "fc" inner_product_param { num_output: 2 } }
+    layer { name: "fc" type: "InnerProduct" bottom: "x" top: "fc"
+            inner_product_param { num_output: 2 } }
     layer { name: "relu" type: "ReLU" bottom: "fc" top: "fc" }
     layer { name: "drop" type: "Dropout" bottom: "fc" top: "fc" }
     """

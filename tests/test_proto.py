@@ -93,7 +93,7 @@ def _walk_enums():
             yield f"{m.name}.{e.name}", e
 
 
-# ---- generated code is current ---------------------------------------------------------------------
+# ---- generated code is current -------------------------------------------------------------------
 
 
 def test_committed_pb2_is_not_stale(tmp_path):
@@ -101,7 +101,8 @@ def test_committed_pb2_is_not_stale(tmp_path):
         import grpc_tools.protoc  # noqa: F401
     except ImportError:
         pytest.skip("grpc_tools not importable (install grpcio-tools to check caffe_pb2.py)")
-    spec = importlib.util.spec_from_file_location("_caffe_proto_generate", PROTO_DIR / "generate.py")
+    spec = importlib.util.spec_from_file_location("_caffe_proto_generate",
+                                                  PROTO_DIR / "generate.py")
     generate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generate)
 
@@ -113,7 +114,7 @@ def test_committed_pb2_is_not_stale(tmp_path):
     )
 
 
-# ---- file-level facts and counts -------------------------------------------------------------------
+# ---- file-level facts and counts -----------------------------------------------------------------
 
 
 def test_file_level_facts():
@@ -136,10 +137,12 @@ def test_additions_are_exactly_the_listed_ones():
 def test_master_counts_match_upstream():
     master_msgs = [m for m in FILE.message_type if m.name not in ADDED_MESSAGES]
     master_fields = [
-        (m.name, f.name) for m in master_msgs for f in m.field if (m.name, f.name) not in ADDED_FIELDS
+        (m.name, f.name) for m in master_msgs for f in m.field
+        if (m.name, f.name) not in ADDED_FIELDS
     ]
     master_enums = [
-        e for name, e in _walk_enums() if name not in ADDED_ENUMS and name.split(".")[0] not in ADDED_MESSAGES
+        e for name, e in _walk_enums()
+        if name not in ADDED_ENUMS and name.split(".")[0] not in ADDED_MESSAGES
     ]
     assert len(master_msgs) == MASTER_MESSAGES
     assert len(master_enums) == MASTER_ENUMS
@@ -157,7 +160,7 @@ def test_total_counts():
     assert sum(len(e.value) for e in enums) == 111 + 5
 
 
-# ---- spot checks of master facts -------------------------------------------------------------------
+# ---- spot checks of master facts -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -250,13 +253,14 @@ def test_enums():
     assert values("ParamSpec.DimCheckMode") == values("V1LayerParameter.DimCheckMode")
     layer_type = values("V1LayerParameter.LayerType")
     assert len(layer_type) == 40
-    assert (layer_type["INNER_PRODUCT"], layer_type["ABSVAL"], layer_type["DECONVOLUTION"]) == (14, 35, 39)
+    assert (layer_type["INNER_PRODUCT"], layer_type["ABSVAL"],
+            layer_type["DECONVOLUTION"]) == (14, 35, 39)
     engine = {"DEFAULT": 0, "CAFFE": 1, "CUDNN": 2}
     for owner in ("Convolution", "LRN", "Pooling", "ReLU", "Sigmoid", "Softmax", "TanH", "SPP"):
         assert values(f"{owner}Parameter.Engine") == engine, owner
 
 
-# ---- fork messages and our extension ----------------------------------------------------------------
+# ---- fork messages and our extension -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -325,14 +329,16 @@ def test_fork_layer_fields_use_their_messages():
 )
 def test_recurrent_extension_field(name, number, type_, default):
     f = field("RecurrentParameter", name)
-    assert (f.number, f.type, f.label, f.default_value) == (number, type_, FDP.LABEL_OPTIONAL, default)
+    assert ((f.number, f.type, f.label, f.default_value)
+            == (number, type_, FDP.LABEL_OPTIONAL, default))
     if type_ == FDP.TYPE_ENUM:
         assert f.type_name == ".caffe.RecurrentParameter.RecurrentActivation"
 
 
 def test_recurrent_activation_enum():
     activation = caffe_pb2.RecurrentParameter.RecurrentActivation
-    assert dict(activation.items()) == {"TANH": 0, "SIGMOID": 1, "RELU": 2, "CLIPPED_RELU": 3, "IDENTITY": 4}
+    assert dict(activation.items()) == {"TANH": 0, "SIGMOID": 1, "RELU": 2, "CLIPPED_RELU": 3,
+                                        "IDENTITY": 4}
     p = caffe_pb2.RecurrentParameter()
     assert p.candidate_activation == p.cell_activation == caffe_pb2.RecurrentParameter.TANH
     assert p.relu_clip == 20.0 and not p.HasField("relu_clip")
@@ -342,7 +348,8 @@ def test_extension_in_text_format():
     net = text_format.Parse(
         'layer { name: "l" type: "LSTM" bottom: "x" bottom: "cont" top: "h"\n'
         "  recurrent_param { num_output: 8 candidate_activation: CLIPPED_RELU relu_clip: 6\n"
-        "                    cell_activation: IDENTITY peephole: true num_proj: 4 cell_clip: 3.5 } }",
+        "                    cell_activation: IDENTITY peephole: true num_proj: 4\n"
+        "                    cell_clip: 3.5 } }",
         caffe_pb2.NetParameter(),
     )
     rp = net.layer[0].recurrent_param
@@ -386,7 +393,7 @@ def test_loop_param_nests_layers_in_text_format():
     assert (loop.state[0].name, loop.state[0].size, loop.state[0].has_initial) == ("h", 3, False)
 
 
-# ---- the real-model corpus -------------------------------------------------------------------------
+# ---- the real-model corpus -----------------------------------------------------------------------
 
 
 def _corpus_files():
@@ -411,7 +418,7 @@ def test_corpus_prototxt_parses(path):
     assert len(net.layer) + len(net.layers) > 0
 
 
-# ---- wire format -----------------------------------------------------------------------------------
+# ---- wire format ---------------------------------------------------------------------------------
 
 
 def test_wire_round_trip():

@@ -62,7 +62,8 @@ def test_state_io_without_given_state_starts_from_zero(invoke, tmp_path):
 def test_stepwise_corpus_deploy_net(invoke, tmp_path):
     """The COCO language model deploy net (T = 1, word by word, relying on Caffe's carry-over)
     run for 6 words equals the same net run over the 6-word sentence at once."""
-    net = next(p for p in corpus_files() if p.name == "examples__coco_caption__lstm_lm.deploy.prototxt")
+    name = "examples__coco_caption__lstm_lm.deploy.prototxt"
+    net = next(p for p in corpus_files() if p.name == name)
     weights = tmp_path / "w.caffemodel"
     write_caffemodel(weights, synthetic_weights(load_net(net).graph, seed=2, scale=0.05))
     rng = np.random.default_rng(8)

@@ -14,13 +14,13 @@ import pytest
 
 pytest.importorskip("tensorrt_rtx_bindings")
 
-from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, emit  # noqa: E402
-from caffe_lstm.backends.tensorrt.runtime import load_runtime  # noqa: E402
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel  # noqa: E402
-from caffe_lstm.frontend.loader import load_net  # noqa: E402
-from caffe_lstm.ir.graph import Graph  # noqa: E402
-from caffe_lstm.synthetic import synthetic_weights  # noqa: E402
-from tests.test_trt_emit import (  # noqa: E402
+from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, emit
+from caffe_lstm.backends.tensorrt.runtime import load_runtime
+from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.loader import load_net
+from caffe_lstm.ir.graph import Graph
+from caffe_lstm.synthetic import synthetic_weights
+from tests.test_trt_emit import (
     assert_network_matches_numpy, assert_plan, random_feeds)
 
 CONV_NET = """

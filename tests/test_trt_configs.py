@@ -16,7 +16,8 @@ from caffe_lstm.passes import run_passes
 from tests.conftest import net_with_weights
 from tests.test_cli_recurrent import lstm_prototxt
 
-trt_module = pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
+trt_module = pytest.importorskip("tensorrt_rtx_bindings",
+                                 reason="TensorRT for RTX is not installed")
 
 from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, emit  # noqa: E402
 from caffe_lstm.backends.tensorrt.network_eval import evaluate_network  # noqa: E402
@@ -122,7 +123,8 @@ def test_engine_builds_static_and_dynamic(runtime, tmp_path, config, fp16):
         if value.name in ("x", "cont", "clip") and len(value.shape) >= 2 and \
                 not config.startswith("fork_lstm_flat"):
             steps = value.shape[0]
-            shapes[value.name] = ((1,) + value.shape[1:], value.shape, (2 * steps,) + value.shape[1:])
+            rest = value.shape[1:]
+            shapes[value.name] = ((1, *rest), value.shape, (2 * steps, *rest))
     if shapes:
         options = BuildOptions(fp16=fp16, shapes={**shapes, **{
             v.name: (v.shape,) * 3 for v in graph.inputs if v.name not in shapes}})

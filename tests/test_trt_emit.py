@@ -17,17 +17,17 @@ import pytest
 
 pytest.importorskip("tensorrt_rtx_bindings")
 
-from caffe_lstm.analysis.shapes import infer_shapes  # noqa: E402
-from caffe_lstm.backends.numpy_exec import NumpyExecutor  # noqa: E402
-from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, emit  # noqa: E402
-from caffe_lstm.backends.tensorrt.network_eval import evaluate_network  # noqa: E402
-from caffe_lstm.backends.tensorrt.runtime import load_runtime  # noqa: E402
-from caffe_lstm.errors import ShapeError, UnsupportedLayerError  # noqa: E402
-from caffe_lstm.frontend.loader import load_net  # noqa: E402
-from caffe_lstm.ir.builder import GraphBuilder  # noqa: E402
-from caffe_lstm.ir.graph import Graph, Value  # noqa: E402
-from caffe_lstm.passes import run_passes  # noqa: E402
-from tests.conftest import net_with_weights, sample  # noqa: E402
+from caffe_lstm.analysis.shapes import infer_shapes
+from caffe_lstm.backends.numpy_exec import NumpyExecutor
+from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, emit
+from caffe_lstm.backends.tensorrt.network_eval import evaluate_network
+from caffe_lstm.backends.tensorrt.runtime import load_runtime
+from caffe_lstm.errors import ShapeError, UnsupportedLayerError
+from caffe_lstm.frontend.loader import load_net
+from caffe_lstm.ops.builder import NodeBuilder
+from caffe_lstm.ir.graph import Graph, Value
+from caffe_lstm.passes import run_passes
+from tests.conftest import net_with_weights, sample
 
 RTX_MAGIC = b"vtrt"  # the first bytes of every TensorRT-RTX plan
 
@@ -205,7 +205,7 @@ def test_static_shapes_match_the_graph(runtime, tmp_path):
 def test_dummy_data_builds_as_constants(runtime, fp16):
     # the importer turns DummyData into net inputs: only rewrites make DummyData nodes
     graph = Graph("dummy", inputs=[Value("x", (1, 2, 3))])
-    b = GraphBuilder(graph, "net")
+    b = NodeBuilder(graph, "net")
     zero, half = b.add("DummyData", "fill", [],
                        {"shapes": [[1, 2, 3]], "values": [0.0, 0.5]}, tops=["zero", "half"])
     graph.outputs = [b.eltwise("sum", "SUM", graph.inputs[0], zero, half)]
@@ -359,7 +359,7 @@ def test_embed_ids_above_2048_stay_exact_in_fp16(runtime, tmp_path, fp16):
 
 def test_dummy_data_computes_like_numpy(runtime):
     graph = Graph("dummy", inputs=[Value("x", (1, 2, 3))])
-    b = GraphBuilder(graph, "net")
+    b = NodeBuilder(graph, "net")
     (half,) = b.add("DummyData", "fill", [], {"shapes": [[1, 2, 3]], "values": [0.5]})
     graph.outputs = [b.eltwise("prod", "PROD", graph.inputs[0], half)]
     infer_shapes(graph)

@@ -432,8 +432,8 @@ def _rnn_net(fields: str) -> str:
 @pytest.mark.parametrize("fields, needle", [
     ("peephole: true", "layer 'rnn1' (RNN)"),
     ("num_proj: 2", "recurrent_param.num_proj: 2 is set, but RNN has no cell variants"),
-    ("candidate_activation: RELU cell_clip: 1", "candidate_activation: RELU, "
-                                                "recurrent_param.cell_clip: 1 is set"),
+    ("candidate_activation: RELU cell_clip: 1", ("candidate_activation: RELU, "
+                                                 "recurrent_param.cell_clip: 1 is set")),
 ])
 def test_rnn_refuses_the_extension_fields(tmp_path, fields, needle):
     net = tmp_path / "rnn.prototxt"

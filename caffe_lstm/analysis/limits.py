@@ -17,7 +17,7 @@ import contextlib
 import os
 import re
 from contextvars import ContextVar
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from caffe_lstm.errors import CaffeLstmError, ShapeError, layer_where
 from caffe_lstm.ir.graph import Graph, Node, Value

@@ -1,14 +1,16 @@
 """Shape inference: one walk over the nodes in order, calling each op's ``infer`` facet.
 
 It also gives every node the weight values its op expects (named, shaped, without data until
-weights are attached), so ``inspect`` can show parameter shapes without a caffemodel.
+weights are attached), so ``inspect`` can show parameter shapes without a caffemodel. An op
+holding a subgraph (a Loop) gets the walker as ``ctx`` and shapes its body through
+``ctx.run_subgraph``.
 """
 
 from __future__ import annotations
 
 from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import CaffeLstmError, ShapeError
-from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ir.graph import Graph, Node, Shape, Value
 from caffe_lstm.ops import get_op
 
 
@@ -20,9 +22,23 @@ def infer_shapes(graph: Graph) -> Graph:
     """
     for value in graph.inputs:
         _check_input_shape(value)
-    for node in graph.nodes:
-        _infer_node(node)
+    ShapeInference().walk(graph)
     return graph
+
+
+class ShapeInference:
+    """The walker: each node's ``infer`` facet in order (the context handed to Loop ops)."""
+
+    def walk(self, graph: Graph) -> None:
+        for node in graph.nodes:
+            _infer_node(node, self)
+
+    def run_subgraph(self, graph: Graph, input_shapes: list[Shape]) -> list[Shape]:
+        """Shapes ``graph`` (a loop body) from its inputs' shapes; returns its outputs' shapes."""
+        for value, shape in zip(graph.inputs, input_shapes):
+            value.shape = tuple(shape)
+        self.walk(graph)
+        return [value.shape for value in graph.outputs]
 
 
 def _check_input_shape(value: Value) -> None:
@@ -32,14 +48,15 @@ def _check_input_shape(value: Value) -> None:
     check_dims(value.shape, f"net input '{value.name}'", "")
 
 
-def _infer_node(node: Node) -> None:
+def _infer_node(node: Node, walker: ShapeInference) -> None:
     op = get_op(node.op)
+    context = {"ctx": walker} if op.needs_context else {}
     shapes = [value.shape for value in node.inputs]
     if any(shape is None for shape in shapes):
         missing = [v.name for v in node.inputs if v.shape is None]
         raise ShapeError(f"bottom {missing[0]} has no known shape", node.label, "")
     try:
-        out_shapes = op.infer(node, *shapes)
+        out_shapes = op.infer(node, *shapes, **context)
         expected = op.blobs(node, *shapes)
     except CaffeLstmError:
         raise

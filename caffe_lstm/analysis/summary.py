@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from caffe_lstm.ir.graph import Graph, Node
-
-#: Layer types the recurrent rewrite expands.
-RECURRENT_TYPES = ("LSTM", "RNN", "Lstm")
+from caffe_lstm.ops import recurrent_spec
 
 
 def summarize(graph: Graph) -> dict[str, Any]:
@@ -17,7 +15,7 @@ def summarize(graph: Graph) -> dict[str, Any]:
         "inputs": {v.name: _shape(v.shape) for v in graph.inputs},
         "outputs": {v.name: _shape(v.shape) for v in graph.outputs},
         "layers": [_layer(node) for node in graph.nodes],
-        "recurrent": [node.name for node in graph.nodes if node.op in RECURRENT_TYPES],
+        "recurrent": [node.name for node in graph.nodes if recurrent_spec(node.op)],
     }
 
 
@@ -31,8 +29,9 @@ def _layer(node: Node) -> dict[str, Any]:
         "shapes": [_shape(v.shape) for v in node.outputs],
         "blobs": [_shape(v.shape) for v in node.weights],
     }
-    if node.op == "Loop":
-        layer["body"] = [_layer(inner) for inner in node.attrs["body"].nodes]
+    body = node.attrs.get("body")
+    if isinstance(body, Graph):
+        layer["body"] = [_layer(inner) for inner in body.nodes]
     return layer
 
 

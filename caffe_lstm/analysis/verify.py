@@ -32,8 +32,9 @@ def verify(graph: Graph) -> None:
             if value.producer is not node:
                 raise GraphInvariantError(f"{node.name}: output {value.name} has another producer")
             defined.add(id(value))
-        if node.op == "Loop":
-            verify(node.attrs["body"])
+        body = node.attrs.get("body")
+        if isinstance(body, Graph):
+            verify(body)
     for value in graph.outputs:
         if id(value) not in defined:
             raise GraphInvariantError(f"graph output {value.name} is never defined")

@@ -2,9 +2,9 @@
 
 The inverse of the frontend, and besides it the only place that knows protobuf (a format at the
 edge). Every node becomes one layer: the node's name, its op as the type, its input and output
-values as bottoms and tops, and its attributes in the type's param message (the inverse of the
-op's ``parse``: one small writer per type in ``PARAM_WRITERS``). The net inputs become one
-``Input`` layer.
+values as bottoms and tops, and its attributes in the type's param message: the op's ``caffe``
+facet gives them as plain fields (the inverse of its ``parse``), set here by name. The net
+inputs become one ``Input`` layer.
 
 Weights: a layer declares ``param { name: "<weight value name>" }`` for each of its blobs, so
 weights used by several nodes (W_hc in every unrolled step: one Value) share a name, which is
@@ -12,14 +12,15 @@ how Caffe shares them; the caffemodel still stores every layer's own copy of all
 because Caffe loads weights by layer name and wants each layer's blobs.
 
 A Loop node becomes a layer of our own type ``Loop`` whose ``loop_param`` holds the body's
-layers (their names start with ``__<layer>/``, unique in the net, so their blobs are stored
-in the caffemodel under those names). Only an unrolled graph is plain upstream Caffe.
+layers, which its facet asks this writer for (``run_subgraph``); their names start with
+``__<layer>/``, unique in the net, so their blobs are stored in the caffemodel under those
+names. Only an unrolled graph is plain upstream Caffe.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from google.protobuf import text_format
@@ -29,7 +30,6 @@ from google.protobuf.message import Message
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ops import get_op
-from caffe_lstm.ops.loop import LoopLayout
 from caffe_lstm.proto import caffe_pb2
 
 #: One caffemodel entry: (layer name, layer type, blobs), as ``write_caffemodel`` takes them.
@@ -82,15 +82,29 @@ def _add_input_layer(net: caffe_pb2.NetParameter, graph: Graph) -> None:
 
 def _add_layers(layers, nodes: list[Node]) -> None:
     """Appends one LayerParameter per node to the repeated field ``layers``."""
+    writer = _LayerWriter()
     for node in nodes:
-        layer = layers.add(name=node.name, type=node.op, bottom=[v.name for v in node.inputs],
-                           top=[v.name for v in node.outputs])
+        layers.add().CopyFrom(writer.layer(node))
+
+
+class _LayerWriter:
+    """The writer as the context of the ops' ``caffe`` facet: one LayerParameter per node, and
+    ``run_subgraph`` for an op that holds a graph (a Loop's body)."""
+
+    def layer(self, node: Node) -> LayerParameter:
+        layer = LayerParameter(name=node.name, type=node.op, bottom=[v.name for v in node.inputs],
+                               top=[v.name for v in node.outputs])
         for weight in node.weights:
             layer.param.add(name=weight.name)
-        writer = PARAM_WRITERS.get(node.op)
-        if writer is None:  # a bug: every registered op has a writer (tests check it)
-            raise NotImplementedError(f"no Caffe writer for op {node.op!r} (node {node.name})")
-        writer(layer, node)
+        op = get_op(node.op)
+        fields = op.caffe(self, node)
+        if fields:
+            _set_fields(getattr(layer, op.param), fields)
+        return layer
+
+    def run_subgraph(self, graph: Graph) -> list[LayerParameter]:
+        """The layers of ``graph``, for a repeated LayerParameter field."""
+        return [self.layer(node) for node in graph.nodes]
 
 
 def _add_silence(net: caffe_pb2.NetParameter, graph: Graph) -> None:
@@ -104,126 +118,37 @@ def _add_silence(net: caffe_pb2.NetParameter, graph: Graph) -> None:
         net.layer.add(name="__silence", type="Silence", bottom=unused)
 
 
-# ---- the param messages: the inverse of each op's ``parse`` ---------------------------------
-
-
-def _param_message(layer: LayerParameter, node: Node) -> Message:
-    """The node's param message in ``layer`` (``inner_product_param`` for InnerProduct)."""
-    return getattr(layer, get_op(node.op).param)
-
-
-def _fields_named_like_attrs(layer: LayerParameter, node: Node) -> None:
-    """Most ops: every attr is the param field of the same name (None: left unset)."""
-    _set_fields(_param_message(layer, node), node.attrs)
-
-
-def _no_params(layer: LayerParameter, node: Node) -> None:
-    """Split, Silence: no param message, so no attrs."""
-    if node.attrs:
-        raise ValueError(f"{node.op} node {node.name} has attrs {sorted(node.attrs)}")
-
-
-def _dummy_data(layer: LayerParameter, node: Node) -> None:
-    """shapes -> one ``shape`` each; values -> one constant ``data_filler`` each."""
-    p = layer.dummy_data_param
-    for shape in node.attrs["shapes"]:
-        p.shape.add(dim=[int(d) for d in shape])
-    for value in node.attrs["values"]:
-        p.data_filler.add(type="constant", value=value)
-
-
-def _reshape(layer: LayerParameter, node: Node) -> None:
-    """shape (a list of dims) -> ``shape { dim }``; axis and num_axes by name."""
-    attrs = dict(node.attrs)
-    layer.reshape_param.shape.dim.extend(int(d) for d in attrs.pop("shape"))
-    _set_fields(layer.reshape_param, attrs)
-
-
-def _recurrent(layer: LayerParameter, node: Node) -> None:
-    """LSTM, RNN: num_output, expose_hidden and the extension fields that were set."""
-    attrs = dict(node.attrs)
-    extensions = attrs.pop("extensions", {})
-    _set_fields(layer.recurrent_param, {**attrs, **extensions})
-
-
-def _loop(layer: LayerParameter, node: Node) -> None:
-    """Our Loop layer: the body's layers, its input and output blobs, the counts, the states."""
-    layout = LoopLayout.of(node)
-    p = layer.loop_param
-    _add_layers(p.layer, layout.body.nodes)
-    p.input.extend(v.name for v in layout.body.inputs)
-    p.output.extend(v.name for v in layout.body.outputs)
-    p.num_iterated = layout.n_iterate
-    p.num_sequence_outputs = layout.n_sequence_outputs
-    for state in layout.states:
-        p.state.add(name=state.name, size=state.size, has_initial=state.has_initial)
+# ---- the param messages: fields by name ---------------------------------------------------
 
 
 def _set_fields(message: Message, values: dict[str, Any]) -> None:
-    """Sets fields by name: lists extend repeated fields, enum values arrive as names."""
+    """Sets fields by name: a dict fills a nested message, a list a repeated field (of dicts:
+    one message each), enum values arrive as names, messages are copied."""
     for name, value in values.items():
         if value is None:
             continue
         field = message.DESCRIPTOR.fields_by_name.get(name)
         if field is None:  # a bug: an op's parse made an attr the writer does not know
             raise ValueError(f"{message.DESCRIPTOR.name} has no field {name!r}")
-        if isinstance(value, (list, tuple)):
-            getattr(message, name).extend(_field_value(field, item) for item in value)
+        if isinstance(value, dict):
+            _set_fields(getattr(message, name), value)
+        elif isinstance(value, (list, tuple)):
+            _extend(getattr(message, name), field, value)
         else:
             setattr(message, name, _field_value(field, value))
+
+
+def _extend(repeated: Any, field: FieldDescriptor, items: list | tuple) -> None:
+    for item in items:
+        if isinstance(item, dict):
+            _set_fields(repeated.add(), item)
+        elif isinstance(item, Message):
+            repeated.add().CopyFrom(item)
+        else:
+            repeated.append(_field_value(field, item))
 
 
 def _field_value(field: FieldDescriptor, value: Any) -> Any:
     if field.type == FieldDescriptor.TYPE_ENUM:
         return field.enum_type.values_by_name[value].number
     return value
-
-
-#: Caffe type -> the function that fills the layer's param message from the node's attrs.
-#: Total over the registered ops; a type missing here is a bug (NotImplementedError).
-PARAM_WRITERS: dict[str, Callable[[LayerParameter, Node], None]] = {
-    "InnerProduct": _fields_named_like_attrs,  # num_output, bias_term, axis, transpose
-    "Embed": _fields_named_like_attrs,  # num_output, input_dim, bias_term
-    "Eltwise": _fields_named_like_attrs,  # operation (enum), coeff
-    "Scale": _fields_named_like_attrs,  # axis, num_axes, bias_term
-    "Bias": _fields_named_like_attrs,  # axis, num_axes
-    "Power": _fields_named_like_attrs,  # power, scale, shift
-    "Slice": _fields_named_like_attrs,  # axis or slice_dim, slice_point
-    "Concat": _fields_named_like_attrs,  # axis or concat_dim
-    "Tile": _fields_named_like_attrs,  # axis, tiles
-    "Flatten": _fields_named_like_attrs,  # axis, end_axis
-    "Reduction": _fields_named_like_attrs,  # operation (enum), axis, coeff
-    "ReLU": _fields_named_like_attrs,  # negative_slope
-    "Dropout": _fields_named_like_attrs,  # dropout_ratio
-    "Softmax": _fields_named_like_attrs,  # axis
-    "Sigmoid": _fields_named_like_attrs,  # (none)
-    "TanH": _fields_named_like_attrs,  # (none)
-    "Clip": _fields_named_like_attrs,  # min, max (the LSTM variants' clipped ReLU and cell clip)
-    "Lstm": _fields_named_like_attrs,  # lstm_param: num_output, batch_size
-    # issue #6: every attr is the param field of the same name (None: unset)
-    "Convolution": _fields_named_like_attrs,  # convolution_param
-    "Deconvolution": _fields_named_like_attrs,  # convolution_param
-    "Im2col": _fields_named_like_attrs,  # convolution_param
-    "Pooling": _fields_named_like_attrs,  # pool, global_pooling, round_mode, kernel/stride/pad
-    "LRN": _fields_named_like_attrs,  # local_size, alpha, beta, k, norm_region
-    "BatchNorm": _fields_named_like_attrs,  # use_global_stats, eps
-    "PReLU": _fields_named_like_attrs,  # channel_shared
-    "ELU": _fields_named_like_attrs,  # alpha
-    "Exp": _fields_named_like_attrs,  # base, scale, shift
-    "Log": _fields_named_like_attrs,  # base, scale, shift
-    "Crop": _fields_named_like_attrs,  # axis, offset
-    "ArgMax": _fields_named_like_attrs,  # out_max_val, top_k, axis
-    "Permute": _fields_named_like_attrs,  # order
-    "Transpose": _fields_named_like_attrs,  # dim
-    "Reverse": _fields_named_like_attrs,  # axis
-    "ContinuationIndicator": _fields_named_like_attrs,  # time_step, batch_size
-    "AbsVal": _no_params,
-    "BNLL": _no_params,
-    "Split": _no_params,
-    "Silence": _no_params,
-    "Reshape": _reshape,
-    "DummyData": _dummy_data,
-    "LSTM": _recurrent,
-    "RNN": _recurrent,
-    "Loop": _loop,
-}

@@ -9,7 +9,8 @@ What the drawing shows:
 - every Loop is a cluster ``cluster_<origin>`` labelled ``loop <origin> (T steps)`` holding its
   body: the step inputs (dashed ellipses: step slices, previous states, invariants), the body's
   nodes, and the Loop node itself, which gathers the sequences and final states and is where the
-  loop's results leave the cluster;
+  loop's results leave the cluster (each op draws itself through its ``dot`` facet, calling
+  ``draw_record`` or, holding a subgraph, ``draw_cluster`` of this writer);
 - an edge goes from producer to consumer, labelled with the value's shape; the carried states are
   dashed back edges (``constraint=false``) from the node computing the next state to the body
   input that receives it at the next step;
@@ -30,7 +31,7 @@ from pathlib import Path
 from caffe_lstm.errors import CaffeLstmError, OutputError
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Node, Shape, Value
-from caffe_lstm.ops.loop import LoopLayout
+from caffe_lstm.ops import get_op
 
 #: Fill colours (ColorBrewer Set3), indexed by a digest of the op name.
 PALETTE = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
@@ -102,6 +103,7 @@ class _DotWriter:
     edges: list[str] = field(default_factory=list)
     sources: dict[int, str] = field(default_factory=dict)  # id(Value) -> edge tail, id(Node) -> id
     ids: _Ids = field(default_factory=_Ids)
+    indent: str = "  "  # of the statements being written (deeper inside clusters)
 
     def write(self, graph: Graph) -> str:
         self.lines += [f"digraph {_quote_id(graph.name or 'net')} {{", *_HEADER]
@@ -116,13 +118,49 @@ class _DotWriter:
         return "\n".join(self.lines + self.orphans + self.edges + ["}"]) + "\n"
 
     def _nodes(self, nodes: list[Node], indent: str) -> None:
-        for node in nodes:
-            if node.op == "Loop":
-                self._loop(node, indent)
-            else:
-                self._record(node, indent, [_output_text(node, v) for v in node.outputs])
-                for value in node.inputs:
-                    self._edge(value, self.sources[id(node)])
+        outer, self.indent = self.indent, indent
+        try:
+            for node in nodes:
+                get_op(node.op).dot(self, node)
+        finally:
+            self.indent = outer
+
+    # ---- what the ops' dot facets call ---------------------------------------------------------
+
+    def draw_record(self, node: Node) -> None:
+        """A plain node: its record and an edge from every bottom."""
+        self._record(node, self.indent, [_output_text(node, v) for v in node.outputs])
+        for value in node.inputs:
+            self._edge(value, self.sources[id(node)])
+
+    def draw_cluster(self, node: Node, label: str, body: Graph, *, input_roles: list[str],
+                     entries: list[tuple[Value, Value]], output_roles: list[str],
+                     exits: list[Value], back_edges: list[tuple[Value, Value, str]]) -> None:
+        """A node holding ``body``: a cluster of the body's inputs (dashed ellipses labelled
+        with ``input_roles``), its nodes and ``node`` itself, whose output ports (labelled with
+        ``output_roles``) receive the body values ``exits``, one per port; ``entries`` are the
+        (outer value, body input) edges into the cluster and ``back_edges`` the (body output,
+        body input, label) edges of carried states."""
+        indent, inner = self.indent, self.indent + "  "
+        self.lines.append(f"{indent}subgraph {self.ids.cluster(node.origin)} {{")
+        self.lines += [f"{inner}{key}={_quote_label(value)};" for key, value
+                       in sorted({**_CLUSTER_STYLE, "label": _label_text(label)}.items())]
+        for value, role in zip(body.inputs, input_roles):
+            self.sources[id(value)] = self._value_node(inner, value, role, _STEP_INPUT_STYLE)
+        for outer, step_input in entries:
+            self._edge(outer, self.sources[id(step_input)])
+        self._nodes(body.nodes, inner)
+        texts = [_output_text(node, value) + r"\n" + role
+                 for value, role in zip(node.outputs, output_roles)]
+        self._record(node, inner, texts, ported=True)
+        ident = self.sources[id(node)]
+        n_plain = len(exits) - len(back_edges)  # the last exits are the carried states
+        for port, value in enumerate(exits):
+            self._edge(value, f"{ident}:o{port}")
+            if port >= n_plain:
+                _, previous, edge_label = back_edges[port - n_plain]
+                self._edge(value, self.sources[id(previous)], _BACK_EDGE_STYLE, edge_label)
+        self.lines.append(f"{indent}}}")
 
     def _record(self, node: Node, indent: str, output_texts: list[str],
                 ported: bool = False) -> None:
@@ -152,69 +190,6 @@ class _DotWriter:
             self.orphans.append(_statement("  ", self.sources[id(value)], attrs))
         attrs = {"label": (label + " " if label else "") + _dims(value.shape), **(extra or {})}
         self.edges.append(_statement("  ", f"{self.sources[id(value)]} -> {target}", attrs))
-
-    def _loop(self, node: Node, indent: str) -> None:
-        """The cluster: step inputs, body nodes, the Loop node; then the edges into and out of
-        the body and the back edges of the carried states."""
-        layout, inner = LoopLayout.of(node), indent + "  "
-        self.lines.append(f"{indent}subgraph {self.ids.cluster(node.origin)} {{")
-        label = _label_text(f"loop {node.origin} ({_steps(node)} steps)")
-        self.lines += [f"{inner}{key}={_quote_label(value)};"
-                       for key, value in sorted({**_CLUSTER_STYLE, "label": label}.items())]
-        body = layout.body
-        for value, role in zip(body.inputs, _step_input_roles(layout)):
-            self.sources[id(value)] = self._value_node(inner, value, role, _STEP_INPUT_STYLE)
-        for outer, step_input in _entries(layout, node.inputs):
-            self._edge(outer, self.sources[id(step_input)])
-        self._nodes(body.nodes, inner)
-        self._record(node, inner, _loop_output_texts(node, layout), ported=True)
-        self._loop_exits(node, layout)
-        self.lines.append(f"{indent}}}")
-
-    def _loop_exits(self, node: Node, layout: LoopLayout) -> None:
-        """Step outputs gather into the sequences, next states into the final states and, as
-        back edges, into the previous-state inputs of the next step."""
-        ident, s = self.sources[id(node)], len(layout.states)
-        body_outputs = layout.body.outputs
-        n_sequences = len(body_outputs) - s
-        for j, value in enumerate(body_outputs[s:]):
-            self._edge(value, f"{ident}:o{j}")
-        for i, (state, value) in enumerate(zip(layout.states, body_outputs)):
-            self._edge(value, f"{ident}:o{n_sequences + i}")
-            previous = layout.body.inputs[layout.n_iterate + i]
-            self._edge(value, self.sources[id(previous)], _BACK_EDGE_STYLE, f"next {state.name}")
-
-
-# ---- loop layout helpers -----------------------------------------------------------------------
-
-
-def _steps(node: Node) -> str:
-    shape = node.inputs[0].shape if node.inputs else None
-    return str(shape[0]) if shape else "T"
-
-
-def _step_input_roles(layout: LoopLayout) -> list[str]:
-    """What each body input receives: a step slice, a carried state, or an invariant."""
-    k, s = layout.n_iterate, len(layout.states)
-    roles = ["step slice t"] * k
-    roles += [f"state {state.name}" + ("" if state.has_initial else ", 0 at t=0")
-              for state in layout.states]
-    return roles + ["invariant"] * (len(layout.body.inputs) - k - s)
-
-
-def _entries(layout: LoopLayout, inputs: list[Value]) -> list[tuple[Value, Value]]:
-    """(loop input, the body input it feeds): iterated, initial states, invariants."""
-    iterated, initial, invariants = layout.split_inputs(inputs)
-    k, body = layout.n_iterate, layout.body.inputs
-    initialised = [k + i for i, state in enumerate(layout.states) if state.has_initial]
-    pairs = list(zip(iterated, body[:k])) + [(v, body[i]) for v, i in zip(initial, initialised)]
-    return pairs + list(zip(invariants, body[k + len(layout.states):]))
-
-
-def _loop_output_texts(node: Node, layout: LoopLayout) -> list[str]:
-    s = len(layout.states)
-    roles = ["all steps"] * (len(node.outputs) - s) + [f"last {st.name}" for st in layout.states]
-    return [_output_text(node, value) + r"\n" + role for value, role in zip(node.outputs, roles)]
 
 
 # ---- text --------------------------------------------------------------------------------------

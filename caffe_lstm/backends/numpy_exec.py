@@ -1,8 +1,12 @@
-"""The numpy executor: the reference backend, a walk over the nodes calling ``numpy`` facets."""
+"""The numpy executor: the reference backend, a walk over the nodes calling ``numpy`` facets.
+
+An op holding a subgraph (a Loop) gets the executor as ``ctx`` and runs its body through
+``ctx.run_subgraph`` once per step.
+"""
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -41,6 +45,14 @@ class NumpyExecutor:
         wanted = list(self.graph.values()) if intermediate else self.graph.outputs
         return {v.name: env[id(v)] for v in wanted if id(v) in env}
 
+    def run_subgraph(self, graph: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Runs ``graph`` (a loop body: same weights, own inputs) on ``inputs`` in order;
+        returns its outputs in order."""
+        env = {id(value): array for value, array in zip(graph.inputs, inputs)}
+        for node in graph.nodes:
+            self._run_node(node, env)
+        return [env[id(value)] for value in graph.outputs]
+
     @staticmethod
     def _feed(value: Value, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         if value.name not in feeds:
@@ -54,7 +66,8 @@ class NumpyExecutor:
     def _run_node(self, node: Node, env: dict[int, np.ndarray]) -> None:
         args = [env[id(v)] for v in node.inputs] + [_weight(node, w) for w in node.weights]
         try:
-            results = get_op(node.op).numpy(node, *args)
+            op = get_op(node.op)
+            results = op.numpy(node, *args, **({"ctx": self} if op.needs_context else {}))
         except CaffeLstmError as exc:
             raise ExecutionError(f"while executing {node.name} ({node.op}): {exc.what}",
                                  exc.where, exc.hint) from exc

@@ -1,11 +1,12 @@
-"""The ``caffe-lstm`` command line: a thin layer over the library (see ../shared/spec/cli.md)."""
+"""The ``caffe-lstm`` command line: argument parsing over the Python API (``caffe_lstm.api``)
+and printing; its contract is docs/cli.md."""
 
 from __future__ import annotations
 
 import click
 
 from caffe_lstm.analysis.limits import ENV_VAR, memory_limit, parse_size
-from caffe_lstm.cli.options import AppState
+from caffe_lstm.cli.options import GlobalOptions
 from caffe_lstm.errors import CaffeLstmError
 
 
@@ -25,7 +26,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except CaffeLstmError as exc:
-            if isinstance(ctx.obj, AppState) and ctx.obj.debug:
+            if isinstance(ctx.obj, GlobalOptions) and ctx.obj.debug:
                 raise
             raise UserError(exc.line()) from None
 
@@ -49,7 +50,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
 def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool,
         max_memory: int | None) -> None:
     """Take Caffe nets with LSTM/RNN layers to TensorRT: inspect, run, rewrite, convert."""
-    ctx.obj = AppState(verbose=verbose, quiet=quiet, debug=debug)
+    ctx.obj = GlobalOptions(verbose=verbose, quiet=quiet, debug=debug)
     if max_memory is not None:
         ctx.with_resource(memory_limit(max_memory))  # for this command only
 

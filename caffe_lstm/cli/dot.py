@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from caffe_lstm.backends.dot import graphviz_program, render_svg, write_dot
+from caffe_lstm.backends.dot import graphviz_program, render_svg
 from caffe_lstm.cli import cli
-from caffe_lstm.cli.options import (AppState, load, net_argument, pass_state, rewrite,
+from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
                                     selection_options, weights_option)
 from caffe_lstm.files import atomic_output
 
@@ -23,8 +23,8 @@ from caffe_lstm.files import atomic_output
               help="Write the DOT text to this file instead of printing it.")
 @click.option("--svg", is_flag=True,
               help="Also render the .svg next to the -o file (needs Graphviz's `dot`).")
-@pass_state
-def dot(state: AppState, net: Path, weights: Path | None, outputs: str, phase: str,
+@pass_options
+def dot(options: GlobalOptions, net: Path, weights: Path | None, outputs: str, phase: str,
         stages: tuple[str, ...], original: bool, output: Path | None, svg: bool) -> None:
     """Write the Graphviz DOT of the rewritten graph (or, with --original, of the net as loaded).
 
@@ -35,19 +35,16 @@ def dot(state: AppState, net: Path, weights: Path | None, outputs: str, phase: s
     svg_path = _svg_path(output) if svg else None
     if svg_path is not None:
         graphviz_program()  # fail before any work when Graphviz is missing
-    graph = load(net, weights, outputs, phase, stages).graph
-    if not original:
-        rewrite(graph)
-    text = write_dot(graph)
+    text = load(net, weights, outputs, phase, stages).to_dot(original=original)
     if output is None:
         click.echo(text, nl=False)
         return
     with atomic_output(output) as tmp:
         tmp.write_text(text, encoding="utf-8")
-    state.say(f"wrote {output}")
+    options.say(f"wrote {output}")
     if svg_path is not None:
         render_svg(output, svg_path)
-        state.say(f"wrote {svg_path}")
+        options.say(f"wrote {svg_path}")
 
 
 def _svg_path(output: Path | None) -> Path:

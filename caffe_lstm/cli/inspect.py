@@ -8,9 +8,8 @@ from pathlib import Path
 import click
 
 from caffe_lstm.cli import cli
-from caffe_lstm.cli.options import (AppState, load, net_argument, pass_state, rewrite,
+from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
                                     selection_options, weights_option)
-from caffe_lstm.ir.summary import summarize
 
 
 @cli.command()
@@ -20,17 +19,15 @@ from caffe_lstm.ir.summary import summarize
 @click.option("--rewritten", is_flag=True,
               help="Show the graph after the recurrent rewrite (loops with their bodies).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-@pass_state
-def inspect(state: AppState, net: Path, weights: Path | None, outputs: str, phase: str,
+@pass_options
+def inspect(options: GlobalOptions, net: Path, weights: Path | None, outputs: str, phase: str,
             stages: tuple[str, ...], rewritten: bool, as_json: bool) -> None:
     """Show the layers with their output and parameter shapes, the inputs and the outputs.
 
     Recurrent layers are listed as the ones the rewrite expands.
     """
     loaded = load(net, weights, outputs, phase, stages)
-    if rewritten:
-        rewrite(loaded.graph)
-    summary = summarize(loaded.graph)
+    summary = loaded.summary(rewritten=rewritten)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -55,7 +52,8 @@ def _layer_lines(layer: dict, indent: str = "  ") -> list[str]:
             f"{', '.join(layer['tops']) or '-'}  {shapes}")
     if layer["blobs"]:
         text += "  blobs " + ", ".join(_dims(s) for s in layer["blobs"])
-    body = [line for inner in layer.get("body", []) for line in _layer_lines(inner, indent + "    ")]
+    body = [line for inner in layer.get("body", [])
+            for line in _layer_lines(inner, indent + "    ")]
     return [text] + body
 
 

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import click
 
-from caffe_lstm.feeds import apply_feeds, random_feeds
-from caffe_lstm.files import load_npz
-from caffe_lstm.frontend.loader import LoadedNet, load_net
-from caffe_lstm.frontend.netstate import NetState
-from caffe_lstm.ir.graph import Graph
-from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
-from caffe_lstm.passes.state import zero_states
+from caffe_lstm import api
 
 
 @dataclass
-class AppState:
+class GlobalOptions:
     """The global options, reachable from every command."""
 
     verbose: int = 0
@@ -31,7 +25,7 @@ class AppState:
             click.echo(text)
 
 
-pass_state = click.make_pass_decorator(AppState, ensure=True)
+pass_options = click.make_pass_decorator(GlobalOptions, ensure=True)
 
 _EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -49,7 +43,8 @@ def weights_option(required: bool) -> Callable:
 def selection_options(func: Callable) -> Callable:
     """--outputs, --phase and --stage: which part of the net to load."""
     func = click.option("--stage", "stages", multiple=True, metavar="NAME",
-                        help="Select layers by their include/exclude stage rules (repeatable).")(func)
+                        help="Select layers by their include/exclude stage rules "
+                             "(repeatable).")(func)
     func = click.option("--phase", type=click.Choice(["TEST", "TRAIN"]), default="TEST",
                         show_default=True, help="Select layers by their phase rules.")(func)
     func = click.option("--outputs", metavar="NAME[,NAME...]", default="",
@@ -60,7 +55,7 @@ def selection_options(func: Callable) -> Callable:
 def state_option(func: Callable) -> Callable:
     """--state zero|io: Caffe's state carry-over between Forward calls as inputs/outputs."""
     return click.option(
-        "--state", "state_mode", type=click.Choice(["zero", "io"]), default="zero",
+        "--state", "recurrent_state", type=click.Choice(["zero", "io"]), default="zero",
         show_default=True,
         help="io: recurrent state as inputs <layer>/h_0, c_0 (zeros unless given) and outputs "
              "<layer>/h_T, c_T, to carry it between calls as Caffe does; zero: start from zero.",
@@ -76,27 +71,8 @@ def input_options(func: Callable) -> Callable:
     return func
 
 
-def prepare_feeds(graph: Graph, inputs_path: Path | None, seed: int) -> dict:
-    """The arrays to run ``graph`` on: read from --inputs (shapes re-inferred), or random.
-
-    Initial states of exposed recurrent layers default to zeros in both cases.
-    """
-    if inputs_path is not None:
-        feeds = load_npz(inputs_path)
-        return apply_feeds(graph, {**zero_states(graph, feeds), **feeds}, str(inputs_path))
-    feeds = random_feeds(graph, seed)
-    return {**feeds, **zero_states(graph, {})}
-
-
 def load(net: Path, weights: Path | None, outputs: str, phase: str,
-         stages: tuple[str, ...]) -> LoadedNet:
+         stages: tuple[str, ...]) -> api.Net:
     """Loads the net with the selection options applied."""
     names = [name.strip() for name in outputs.split(",") if name.strip()]
-    state = NetState(phase=phase, stages=frozenset(stages))
-    return load_net(net, weights, state=state, outputs=names)
-
-
-def rewrite(graph: Graph, unroll: bool = False) -> Graph:
-    """The recurrent rewrite (in place): every recurrent layer becomes primitives and a Loop;
-    with ``unroll`` every Loop then becomes T step blocks."""
-    return run_passes(graph, DEFAULT_PIPELINE + (("unroll",) if unroll else ()))
+    return api.load(net, weights, outputs=names, phase=phase, stages=stages)

@@ -1,4 +1,4 @@
-"""``caffe-lstm run``: execute a net on the CPU with numpy."""
+"""``caffe-lstm run``: execute a net on the CPU with numpy (or an engine on a GPU)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ from pathlib import Path
 import click
 import numpy as np
 
-from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.cli import cli
-from caffe_lstm.cli.options import (AppState, input_options, load, net_argument, pass_state,
-                                    prepare_feeds, rewrite, selection_options, state_option,
+from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
+                                    pass_options, selection_options, state_option,
                                     weights_option)
 from caffe_lstm.files import save_npz
-from caffe_lstm.passes.state import expose_recurrent_state
 
 
 @cli.command()
@@ -32,9 +30,9 @@ from caffe_lstm.passes.state import expose_recurrent_state
               default="auto", show_default=True, help="The runtime the engine was built for.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every net output to this .npz.")
-@pass_state
-def run(state: AppState, net: Path, weights: Path, outputs: str, phase: str,
-        stages: tuple[str, ...], inputs_path: Path | None, seed: int, state_mode: str,
+@pass_options
+def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: str,
+        stages: tuple[str, ...], inputs_path: Path | None, seed: int, recurrent_state: str,
         original: bool, backend: str, engine: Path | None, runtime: str,
         output: Path | None) -> None:
     """Run the net with numpy (or an engine on a GPU); print or save its outputs.
@@ -44,27 +42,18 @@ def run(state: AppState, net: Path, weights: Path, outputs: str, phase: str,
     """
     if backend == "tensorrt" and engine is None:
         raise click.UsageError("--backend tensorrt needs --engine MODEL.engine")
-    graph = load(net, weights, outputs, phase, stages).graph
-    if state_mode == "io":
-        expose_recurrent_state(graph)
-    feeds = prepare_feeds(graph, inputs_path, seed)
+    loaded = load(net, weights, outputs, phase, stages)
     if backend == "tensorrt":
-        results = _run_engine(runtime, engine, feeds)
+        results = loaded.run_engine(engine, inputs_path, seed=seed, state=recurrent_state,
+                                    runtime=runtime)
     else:
-        results = NumpyExecutor(graph if original else rewrite(graph)).run(feeds)
+        results = loaded.run(inputs_path, seed=seed, original=original, state=recurrent_state)
     if output is not None:
         save_npz(output, results)
-        state.say(f"wrote {len(results)} output(s) to {output}")
-    if output is None or state.verbose:
+        options.say(f"wrote {len(results)} output(s) to {output}")
+    if output is None or options.verbose:
         for name, array in results.items():
-            state.say(_describe(name, array))
-
-
-def _run_engine(runtime: str, engine: Path, feeds: dict) -> dict:
-    from caffe_lstm.backends.tensorrt.engine import run_engine
-    from caffe_lstm.backends.tensorrt.runtime import load_runtime
-
-    return run_engine(load_runtime(runtime), engine, feeds)
+            options.say(_describe(name, array))
 
 
 def _describe(name: str, array: np.ndarray) -> str:

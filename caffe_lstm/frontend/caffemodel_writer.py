@@ -8,7 +8,8 @@ no per-float Python work, so vocabulary-sized weights write in a moment.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO, Sequence
+from typing import BinaryIO
+from collections.abc import Sequence
 
 import numpy as np
 

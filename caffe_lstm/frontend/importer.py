@@ -4,15 +4,15 @@ Caffe's in-place tops are renamed so that every value has one producer: the last
 blob keeps the Caffe name (what users see in outputs), earlier versions are called
 ``<blob>@<producing layer>``. Input layers become the net's input values.
 
-A ``Loop`` layer (our own type, written by ``caffe-lstm rewrite``) becomes a Loop node whose
-body graph is imported from ``loop_param.layer`` by the same code, its inputs being the blobs
-named in ``loop_param.input``.
+An op holding a subgraph (our ``Loop`` type, written by ``caffe-lstm rewrite``) parses with a
+context whose ``import_subgraph`` imports the body's layers (``loop_param.layer``) by the same
+code, its inputs being the blobs the op names.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import CaffeLstmError, GraphError, UnsupportedLayerError, layer_where
@@ -20,12 +20,9 @@ from caffe_lstm.frontend.params import to_params
 from caffe_lstm.frontend.upgrade import SourceLayer
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops import get_op
-from caffe_lstm.ops.loop import LoopState
 
 #: Layer types that produce the net's inputs instead of becoming nodes.
 INPUT_TYPES = ("Input",)
-#: Our layer type for a recurrence kept as a loop; its attrs come from ``loop_param``.
-LOOP_TYPE = "Loop"
 
 
 def import_layers(layers: Sequence[SourceLayer], file: str, outputs: Sequence[str] = (),
@@ -45,10 +42,10 @@ def import_layers(layers: Sequence[SourceLayer], file: str, outputs: Sequence[st
     """
     layers = _needed_layers(layers, outputs, file) if outputs else list(layers)
     _check_supported(layers, file)
-    builder = _GraphBuilder(layers, file, name)
+    wiring = _Wiring(layers, file, name)
     for source in layers:
-        builder.add(source)
-    return builder.finish(outputs)
+        wiring.add(source)
+    return wiring.finish(outputs)
 
 
 def _needed_layers(layers: Sequence[SourceLayer], outputs: Sequence[str],
@@ -81,7 +78,7 @@ def _check_supported(layers: Sequence[SourceLayer], file: str) -> None:
             "if they only post-process the result, cut them off with --outputs NAME[,NAME...]")
 
 
-class _GraphBuilder:
+class _Wiring:
     """Walks the layers once, creating values and nodes and renaming in-place tops."""
 
     def __init__(self, layers: Sequence[SourceLayer], file: str, name: str) -> None:
@@ -103,10 +100,7 @@ class _GraphBuilder:
         inputs = [self._bottom(blob, layer, where) for blob in layer.bottom]
         outputs = [self._new_value(top, layer.name) for top in layer.top]
         node = Node(layer.name, layer.type, inputs, outputs, where=where)
-        if layer.type == LOOP_TYPE:
-            node.attrs = _loop_attrs(node, layer.loop_param, self.file)
-        else:
-            node.attrs = _parse_attrs(node, layer)
+        node.attrs = _parse_attrs(node, layer, self.file)
         _check_counts(node)
         self.graph.nodes.append(node)
 
@@ -176,57 +170,37 @@ class _GraphBuilder:
         return graph
 
 
-def _parse_attrs(node: Node, layer) -> dict:
+def _parse_attrs(node: Node, layer, file: str) -> dict:
     op = get_op(node.op)
     if not op.param:
         return op.parse(None)
+    message = getattr(layer, op.param)
+    context = {"ctx": _SubgraphImport(node, message, file)} if op.needs_context else {}
     try:
-        return op.parse(to_params(getattr(layer, op.param)))
+        return op.parse(to_params(message), **context)
     except CaffeLstmError as exc:
         exc.where = exc.where or node.label
         raise type(exc)(exc.what, exc.where, exc.hint) from None
 
 
-def _loop_attrs(node: Node, param, file: str) -> dict:
-    """A Loop node's attrs from its ``loop_param``; the body is imported recursively."""
-    body = _import_body(node, param, file)
-    states = tuple(LoopState(s.name, s.size, s.has_initial) for s in param.state)
-    attrs = {"body": body, "n_iterate": param.num_iterated, "states": states,
-             "n_sequence_outputs": param.num_sequence_outputs}
-    _check_loop_layout(node, attrs)
-    return attrs
+class _SubgraphImport:
+    """The importer as the context of an op holding a subgraph: imports the layers of the op's
+    param message (``loop_param.layer``) as a graph of their own."""
 
+    def __init__(self, node: Node, message, file: str) -> None:
+        self.node, self.message, self.file = node, message, file
 
-def _import_body(loop: Node, param, file: str) -> Graph:
-    sources = [SourceLayer(layer) for layer in param.layer]
-    _check_supported(sources, file)
-    builder = _GraphBuilder(sources, file, f"{loop.name}/step")
-    for name in param.input:
-        builder.add_body_input(name)
-    for source in sources:
-        builder.add(source)
-    return builder.finish_body(param.output, loop)
-
-
-def _check_loop_layout(node: Node, attrs: dict) -> None:
-    """loop_param must fit the layer (ops/loop.py): body inputs = iterated + states +
-    invariants, body outputs = states + step outputs, tops = sequences + final states."""
-    n_iterate, n_steps = attrs["n_iterate"], attrs["n_sequence_outputs"]
-    n_states = len(attrs["states"])
-    initial = sum(state.has_initial for state in attrs["states"])
-    invariants = len(node.inputs) - n_iterate - initial
-    hint = "write the Loop layer again with caffe-lstm rewrite"
-    if n_iterate < 1 or invariants < 0:
-        raise GraphError(f"loop_param: expected 1 to {len(node.inputs) - initial} iterated "
-                         f"bottoms, found num_iterated {n_iterate}", node.label, hint)
-    body = attrs["body"]
-    for what, expected, found in (("body inputs", len(node.inputs) - initial + n_states,
-                                   len(body.inputs)),
-                                  ("body outputs", n_states + n_steps, len(body.outputs)),
-                                  ("tops", n_steps + n_states, len(node.outputs))):
-        if expected != found:
-            raise GraphError(f"loop_param: expected {expected} {what}, found {found}",
-                             node.label, hint)
+    def import_subgraph(self, inputs: Sequence[str], outputs: Sequence[str]) -> Graph:
+        """The body graph: ``inputs`` are values without a producer (the op feeds them), in
+        order; ``outputs`` name blobs the body's layers produce."""
+        sources = [SourceLayer(layer) for layer in self.message.layer]
+        _check_supported(sources, self.file)
+        wiring = _Wiring(sources, self.file, f"{self.node.name}/step")
+        for name in inputs:
+            wiring.add_body_input(name)
+        for source in sources:
+            wiring.add(source)
+        return wiring.finish_body(outputs, self.node)
 
 
 def _check_counts(node: Node) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.frontend.caffemodel import LayerBlobs

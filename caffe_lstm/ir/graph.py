@@ -7,8 +7,10 @@ Caffe's spelling (``InnerProduct``, ``Eltwise``...).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -117,3 +119,11 @@ class Graph:
     def weight_values(self) -> list[Value]:
         """Every weight value once, in node order."""
         return [v for v in self.values() if v.is_weight]
+
+
+def clone_graph(graph: Graph) -> Graph:
+    """A deep copy of ``graph`` (nodes, values, loop bodies) that shares the weight arrays: a
+    caffemodel's memory-mapped blobs are never copied."""
+    arrays = {id(v.data): v.data for node in graph.all_nodes()
+              for v in node.inputs + node.outputs + node.weights if v.data is not None}
+    return copy.deepcopy(graph, memo=dict(arrays))

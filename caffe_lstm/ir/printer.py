@@ -17,8 +17,8 @@ def dump(graph: Graph, indent: str = "") -> str:
              f"{indent}  outputs: {_values(graph.outputs)}"]
     for node in graph.nodes:
         lines.append(f"{indent}  {_node_line(node)}")
-        if node.op == "Loop":
-            lines.append(dump(node.attrs["body"], indent + "    ").rstrip("\n"))
+        for subgraph in _subgraphs(node):  # a Loop's body, indented under it
+            lines.append(dump(subgraph, indent + "    ").rstrip("\n"))
     return "\n".join(lines) + "\n"
 
 
@@ -30,10 +30,14 @@ def _node_line(node: Node) -> str:
     return f"{text}  {attrs}" if attrs else text
 
 
+def _subgraphs(node: Node) -> list[Graph]:
+    return [value for _, value in sorted(node.attrs.items()) if isinstance(value, Graph)]
+
+
 def _attrs(node: Node) -> str:
     items = []
     for key in sorted(node.attrs):
-        if key == "body":
+        if isinstance(node.attrs[key], Graph):
             continue
         items.append(f"{key}={_attr(node.attrs[key])}")
     return "{" + ", ".join(items) + "}" if items else ""

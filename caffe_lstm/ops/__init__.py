@@ -1,6 +1,7 @@
 """Every op family, imported explicitly so that registration is greppable."""
 
-from caffe_lstm.ops.registry import Op, get_op, register_op, registered_types
+from caffe_lstm.ops.registry import (Op, RecurrentSpec, get_op, recurrent_spec, recurrent_types,
+                                     register_op, registered_types)
 
 # Each import registers the op classes of one family.
 from caffe_lstm.ops import linear  # noqa: F401  InnerProduct, Embed
@@ -18,4 +19,5 @@ from caffe_lstm.ops import norm  # noqa: F401  BatchNorm, PReLU
 # fork: Permute, Transpose, Reverse, ContinuationIndicator
 from caffe_lstm.ops import fork  # noqa: F401
 
-__all__ = ["Op", "get_op", "register_op", "registered_types"]
+__all__ = ["Op", "RecurrentSpec", "get_op", "recurrent_spec", "recurrent_types", "register_op",
+           "registered_types"]

@@ -59,7 +59,12 @@ class ReLU(_SameShape):
 
     @staticmethod
     def parse(p):
-        return {"negative_slope": p.negative_slope}
+        return ReLU.make_attrs(p.negative_slope)
+
+    @staticmethod
+    def make_attrs(negative_slope: float = 0.0) -> dict:
+        """The node attributes (relu_param's field, its default)."""
+        return {"negative_slope": negative_slope}
 
     @staticmethod
     def numpy(node: Node, x):
@@ -299,7 +304,13 @@ class Clip(_SameShape):
 
     @staticmethod
     def parse(p):
-        return {"min": p.min if p.has("min") else None, "max": p.max if p.has("max") else None}
+        return Clip.make_attrs(p.min if p.has("min") else None, p.max if p.has("max") else None)
+
+    @staticmethod
+    def make_attrs(low: float | None, high: float | None) -> dict:
+        """The node attributes: clip_param's min and max (None where unset)."""
+        return {"min": None if low is None else float(low),
+                "max": None if high is None else float(high)}
 
     @staticmethod
     def infer(node: Node, x: Shape) -> tuple[Shape, ...]:

@@ -34,7 +34,20 @@ class DummyData(Op):
             shapes = [[int(d) for d in s.dim] for s in p.shape]
         else:
             shapes = _legacy_shapes(p)
-        return {"shapes": shapes, "values": [float(f.value) for f in p.data_filler]}
+        return DummyData.make_attrs(shapes, [float(f.value) for f in p.data_filler])
+
+    @staticmethod
+    def make_attrs(shapes: list[list[int]], values: list[float]) -> dict:
+        """The node attributes: one shape per top (or one for all), one constant per top (or
+        one for all; none: 0)."""
+        return {"shapes": [list(s) for s in shapes], "values": list(values)}
+
+    @staticmethod
+    def caffe(ctx, node: Node) -> dict:
+        """One ``shape`` per entry of shapes and one constant ``data_filler`` per value."""
+        return {"shape": [{"dim": [int(d) for d in shape]} for shape in node.attrs["shapes"]],
+                "data_filler": [{"type": "constant", "value": value}
+                                for value in node.attrs["values"]]}
 
     @staticmethod
     def infer(node: Node) -> tuple[Shape, ...]:

@@ -26,7 +26,12 @@ class Eltwise(Op):
 
     @staticmethod
     def parse(p):
-        return {"operation": p.operation, "coeff": list(p.coeff)}
+        return Eltwise.make_attrs(p.operation, list(p.coeff))
+
+    @staticmethod
+    def make_attrs(operation: str = "SUM", coeff: list[float] | None = None) -> dict:
+        """The node attributes (eltwise_param's fields, its defaults)."""
+        return {"operation": operation, "coeff": list(coeff or [])}
 
     @staticmethod
     def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
@@ -95,7 +100,12 @@ class Scale(Op):
 
     @staticmethod
     def parse(p):
-        return {"axis": p.axis, "num_axes": p.num_axes, "bias_term": p.bias_term}
+        return Scale.make_attrs(axis=p.axis, num_axes=p.num_axes, bias_term=p.bias_term)
+
+    @staticmethod
+    def make_attrs(*, axis: int = 1, num_axes: int = 1, bias_term: bool = False) -> dict:
+        """The node attributes (scale_param's fields, its defaults)."""
+        return {"axis": axis, "num_axes": num_axes, "bias_term": bias_term}
 
     @staticmethod
     def infer(node: Node, x: Shape, s: Shape | None = None) -> tuple[Shape, ...]:

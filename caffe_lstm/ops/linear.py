@@ -21,8 +21,15 @@ class InnerProduct(Op):
 
     @staticmethod
     def parse(p):
-        return {"num_output": p.num_output, "bias_term": p.bias_term, "axis": p.axis,
-                "transpose": p.transpose}
+        return InnerProduct.make_attrs(p.num_output, bias_term=p.bias_term, axis=p.axis,
+                                       transpose=p.transpose)
+
+    @staticmethod
+    def make_attrs(num_output: int, *, bias_term: bool = True, axis: int = 1,
+                   transpose: bool = False) -> dict:
+        """The node attributes (inner_product_param's fields, its defaults)."""
+        return {"num_output": num_output, "bias_term": bias_term, "axis": axis,
+                "transpose": transpose}
 
     @staticmethod
     def infer(node: Node, x: Shape) -> tuple[Shape, ...]:

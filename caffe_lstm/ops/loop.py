@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from caffe_lstm.errors import GraphError
 from caffe_lstm.ir.graph import Graph, Node, Shape
 from caffe_lstm.ops.registry import Op, register_op, shape_error
 
@@ -66,19 +67,27 @@ class Loop(Op):
     n_bottoms = (1, None)
     n_tops = (1, None)
 
-    @staticmethod
-    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
-        from caffe_lstm.analysis.shapes import infer_shapes  # the body is a graph of its own
+    needs_context = True  # the walkers run the body through ctx.run_subgraph
+    param = "loop_param"
 
+    @staticmethod
+    def parse(p, ctx) -> dict:
+        """loop_param: the body's layers (imported by ``ctx`` like the net's own), the names of
+        its input and output blobs, the counts and the carried states."""
+        body = ctx.import_subgraph(p.input, p.output)
+        states = tuple(LoopState(s.name, s.size, s.has_initial) for s in p.state)
+        return {"body": body, "n_iterate": p.num_iterated, "states": states,
+                "n_sequence_outputs": p.num_sequence_outputs}
+
+    @staticmethod
+    def infer(node: Node, *shapes: Shape, ctx) -> tuple[Shape, ...]:
+        _check_layout(node)
         layout = LoopLayout.of(node)
         iterated, initial, invariants = layout.split_inputs(list(shapes))
         steps = _trip_count(node, iterated)
         state_shapes = _state_shapes(node, layout, iterated, initial)
         body_shapes = [(1,) + s[1:] for s in iterated] + state_shapes + invariants
-        for value, shape in zip(layout.body.inputs, body_shapes):
-            value.shape = tuple(shape)
-        infer_shapes(layout.body)
-        outs = [v.shape for v in layout.body.outputs]
+        outs = ctx.run_subgraph(layout.body, body_shapes)
         for state, want, got in zip(layout.states, state_shapes, outs):
             if tuple(got) != tuple(want):
                 raise shape_error(node, f"state {state.name} changes shape from {want} to {got}")
@@ -86,18 +95,14 @@ class Loop(Op):
         return tuple(sequences) + tuple(state_shapes)
 
     @staticmethod
-    def numpy(node: Node, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-        from caffe_lstm.backends.numpy_exec import NumpyExecutor  # the body is a graph of its own
-
+    def numpy(node: Node, *arrays: np.ndarray, ctx) -> tuple[np.ndarray, ...]:
         layout = LoopLayout.of(node)
         iterated, initial, invariants = layout.split_inputs(list(arrays))
         states = _initial_states(layout, iterated, initial)
-        body, names = NumpyExecutor(layout.body), [v.name for v in layout.body.inputs]
         s, steps = len(layout.states), []
         for t in range(iterated[0].shape[0]):
-            feeds = dict(zip(names, [x[t:t + 1] for x in iterated] + states + invariants))
-            results = body.run(feeds)
-            outs = [results[v.name] for v in layout.body.outputs]
+            outs = ctx.run_subgraph(layout.body,
+                                    [x[t:t + 1] for x in iterated] + states + invariants)
             states, step_outputs = outs[:s], outs[s:]
             steps.append(step_outputs)
         sequences = [np.concatenate(parts, axis=0) for parts in zip(*steps)]
@@ -107,12 +112,78 @@ class Loop(Op):
     def tensorrt(ctx, node: Node, *tensors):
         return _emit_loop(ctx, node, tensors)
 
+    @staticmethod
+    def caffe(ctx, node: Node) -> dict:
+        """Our loop_param: the body's layers (written by ``ctx``), its input and output blobs,
+        the counts, the states."""
+        layout = LoopLayout.of(node)
+        return {"layer": ctx.run_subgraph(layout.body),
+                "input": [v.name for v in layout.body.inputs],
+                "output": [v.name for v in layout.body.outputs],
+                "num_iterated": layout.n_iterate,
+                "num_sequence_outputs": layout.n_sequence_outputs,
+                "state": [{"name": st.name, "size": st.size, "has_initial": st.has_initial}
+                          for st in layout.states]}
+
+    @staticmethod
+    def dot(ctx, node: Node) -> None:
+        """A cluster holding the step inputs (with their roles), the body and the Loop node;
+        the next states go back to the previous-state inputs as back edges."""
+        layout = LoopLayout.of(node)
+        body, n_states = layout.body, len(layout.states)
+        steps = node.inputs[0].shape[0] if node.inputs and node.inputs[0].shape else "T"
+        output_roles = (["all steps"] * (len(node.outputs) - n_states)
+                        + [f"last {state.name}" for state in layout.states])
+        previous = body.inputs[layout.n_iterate:layout.n_iterate + n_states]
+        ctx.draw_cluster(
+            node, f"loop {node.origin} ({steps} steps)", body,
+            input_roles=_step_input_roles(layout), entries=_entries(layout, node.inputs),
+            output_roles=output_roles,
+            exits=body.outputs[n_states:] + body.outputs[:n_states],
+            back_edges=[(value, prev, f"next {state.name}") for state, value, prev
+                        in zip(layout.states, body.outputs, previous)])
+
+
+def _check_layout(node: Node) -> None:
+    """The attributes must fit the layer: body inputs = iterated + states + invariants,
+    body outputs = states + step outputs, tops = sequences + final states."""
+    layout = LoopLayout.of(node)
+    n_states, initial = len(layout.states), layout.n_initial
+    invariants = len(node.inputs) - layout.n_iterate - initial
+    hint = "write the Loop layer again with caffe-lstm rewrite"
+    if layout.n_iterate < 1 or invariants < 0:
+        raise GraphError(f"loop_param: expected 1 to {len(node.inputs) - initial} iterated "
+                         f"bottoms, found num_iterated {layout.n_iterate}", node.label, hint)
+    for what, expected, found in (
+            ("body inputs", len(node.inputs) - initial + n_states, len(layout.body.inputs)),
+            ("body outputs", n_states + layout.n_sequence_outputs, len(layout.body.outputs)),
+            ("tops", layout.n_sequence_outputs + n_states, len(node.outputs))):
+        if expected != found:
+            raise GraphError(f"loop_param: expected {expected} {what}, found {found}",
+                             node.label, hint)
+
+
+def _step_input_roles(layout: LoopLayout) -> list[str]:
+    """What each body input receives: a step slice, a carried state, or an invariant."""
+    k, s = layout.n_iterate, len(layout.states)
+    roles = ["step slice t"] * k
+    roles += [f"state {state.name}" + ("" if state.has_initial else ", 0 at t=0")
+              for state in layout.states]
+    return roles + ["invariant"] * (len(layout.body.inputs) - k - s)
+
+
+def _entries(layout: LoopLayout, inputs: list) -> list[tuple]:
+    """(loop input, the body input it feeds): iterated, initial states, invariants."""
+    iterated, initial, invariants = layout.split_inputs(inputs)
+    k, body = layout.n_iterate, layout.body.inputs
+    initialised = [k + i for i, state in enumerate(layout.states) if state.has_initial]
+    pairs = list(zip(iterated, body[:k])) + [(v, body[i]) for v, i in zip(initial, initialised)]
+    return pairs + list(zip(invariants, body[k + len(layout.states):]))
+
 
 def _emit_loop(ctx, node: Node, tensors: tuple) -> tuple:
     """One ILoop: COUNT trip limit T, iterators over the iterated inputs, one recurrence per
     state, the body in between, CONCATENATE for sequences and LAST_VALUE for final states."""
-    from caffe_lstm.backends.tensorrt.emitter import emit_graph  # the body is a graph of its own
-
     trt, layout = ctx.trt, LoopLayout.of(node)
     iterated, initial, invariants = layout.split_inputs(list(tensors))
     steps = ctx.dim(iterated[0], 0)  # T, a 0-D shape tensor defined before the loop
@@ -125,8 +196,8 @@ def _emit_loop(ctx, node: Node, tensors: tuple) -> tuple:
                    for x in iterated]
     recurrences = [ctx.named(loop.add_recurrence(init), f"{state.name}_prev")
                    for init, state in zip(initial, layout.states)]
-    outs = emit_graph(ctx, layout.body,
-                      step_inputs + [r.get_output(0) for r in recurrences] + invariants)
+    outs = ctx.run_subgraph(layout.body,
+                            step_inputs + [r.get_output(0) for r in recurrences] + invariants)
     n_states = len(layout.states)
     for recurrence, new_state in zip(recurrences, outs[:n_states]):
         recurrence.set_input(1, new_state)
@@ -152,7 +223,8 @@ def _trt_initial_states(ctx, layout: LoopLayout, first, initial: list) -> list:
 def _trip_count(node: Node, iterated: list[Shape]) -> int:
     lengths = {shape[0] for shape in iterated}
     if len(lengths) != 1:
-        raise shape_error(node, f"iterated inputs disagree on the number of steps {sorted(lengths)}")
+        raise shape_error(node,
+                          f"iterated inputs disagree on the number of steps {sorted(lengths)}")
     steps = lengths.pop()
     if steps < 1:
         raise shape_error(node, "the sequence has no time steps (axis 0 is 0)",

@@ -13,6 +13,20 @@ An op class has static facets with fixed signatures:
   that compute the op in a TensorRT network (``ctx`` is ``backends/tensorrt/context.py``'s
   EmitContext; op modules never import tensorrt). None where an op has no emission, e.g. LSTM,
   which the rewrite expands first.
+- ``caffe(ctx, node) -> dict | None``: the fields of the layer's ``param`` message when the node
+  is written back as Caffe (the inverse of ``parse``; nested messages as dicts, repeated ones as
+  lists). The default writes every attribute to the field of the same name.
+- ``dot(ctx, node) -> None``: how the DOT writer draws the node; the default is one record.
+
+Ops that hold a subgraph (the Loop's body) set ``needs_context``: the walkers then pass
+themselves as the keyword argument ``ctx`` to ``parse``, ``infer`` and ``numpy`` too, and the op
+asks that context to run its body (``ctx.run_subgraph``), as ONNX's reference evaluator does
+for its control-flow operators. The ``tensorrt``, ``caffe`` and ``dot`` facets always get the
+walker's context first. ``ops/`` never imports the walkers.
+
+Recurrent layers also carry ``recurrent``: declarative metadata (their states, which bottom is
+``cont``, which is the static input) that the rewrite, ``--state io`` and the feeds read, and
+``expand(b, node)``, which replaces the node by primitive layers and one Loop.
 
 Adding a layer type touches one class; ``tests/test_registry.py`` checks that every
 registered op has every facet.
@@ -20,12 +34,34 @@ registered op has every facet.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from caffe_lstm.errors import ShapeError
 from caffe_lstm.ir.graph import Node, Shape
 
 _REGISTRY: dict[str, type[Op]] = {}
+
+
+@dataclass(frozen=True)
+class RecurrentSpec:
+    """What every pass needs to know of a recurrent layer type, declared on its op class.
+
+    Attributes:
+        states: the carried states in Caffe's bottom order (``("h", "c")``); ``--state io``
+            exposes them as ``<layer>/<state>_0`` inputs and ``<layer>/<state>_T`` outputs.
+        cont_bottom: the index of the sequence-continuation bottom (``cont``, the fork's
+            ``clip``), or None.
+        static_bottom: the index of the optional static input (``x_static``), or None.
+        exposable: whether ``expose_hidden`` (and so ``--state io``) applies to the type.
+        has_layouts: whether ``weights export|import`` moves its weights to other frameworks.
+    """
+
+    states: tuple[str, ...]
+    cont_bottom: int | None = 1
+    static_bottom: int | None = 2
+    exposable: bool = True
+    has_layouts: bool = False
 
 
 class Op:
@@ -37,6 +73,12 @@ class Op:
     #: Allowed number of bottoms and of tops, as (min, max); max None = unbounded.
     n_bottoms: ClassVar[tuple[int, int | None]] = (1, 1)
     n_tops: ClassVar[tuple[int, int | None]] = (1, 1)
+    #: True for ops holding a subgraph: walkers pass themselves as ``ctx=`` (see above).
+    needs_context: ClassVar[bool] = False
+    #: Recurrent layer types: their declarative metadata (None for every other op).
+    recurrent: ClassVar[RecurrentSpec | None] = None
+    #: ``expand(b: NodeBuilder, node)``: replaces a recurrent node by primitives (the rewrite).
+    expand: ClassVar[Any] = None
 
     @staticmethod
     def parse(p: Any) -> dict[str, Any]:
@@ -59,6 +101,23 @@ class Op:
     #: Why an op has no TensorRT emission, for the error that lists such nodes.
     tensorrt_missing_reason: ClassVar[str] = "no TensorRT emission yet"
 
+    @classmethod
+    def caffe(cls, ctx: Any, node: Node) -> dict[str, Any] | None:
+        """The param message's fields: each attribute under its own name (None: left unset).
+
+        An op without a param message has no attributes to write.
+        """
+        if cls.param is None:
+            if node.attrs:  # a bug: parse made attrs that nothing can hold
+                raise ValueError(f"{node.op} node {node.name} has attrs {sorted(node.attrs)}")
+            return None
+        return dict(node.attrs)
+
+    @staticmethod
+    def dot(ctx: Any, node: Node) -> None:
+        """One record ``{name | op | output shapes}`` with an edge from every bottom."""
+        ctx.draw_record(node)
+
 
 def register_op(cls: type[Op]) -> type[Op]:
     """Class decorator: registers ``cls`` under its Caffe type string."""
@@ -76,6 +135,17 @@ def get_op(op_type: str) -> type[Op] | None:
 def registered_types() -> list[str]:
     """Every registered type string, sorted."""
     return sorted(_REGISTRY)
+
+
+def recurrent_types() -> tuple[str, ...]:
+    """The registered types that carry ``recurrent`` metadata, sorted."""
+    return tuple(t for t in sorted(_REGISTRY) if _REGISTRY[t].recurrent is not None)
+
+
+def recurrent_spec(op_type: str) -> RecurrentSpec | None:
+    """The recurrent metadata of ``op_type``, or None for a non-recurrent (or unknown) type."""
+    op = _REGISTRY.get(op_type)
+    return None if op is None else op.recurrent
 
 
 # ---- helpers shared by the op families -------------------------------------------------------

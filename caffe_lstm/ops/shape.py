@@ -61,6 +61,11 @@ class Slice(Op):
         return {**_axis_attrs(p, "slice_dim"), "slice_point": list(p.slice_point)}
 
     @staticmethod
+    def make_attrs(axis: int, slice_point: list[int] | None = None) -> dict:
+        """The attributes of an even split of ``axis`` (or at ``slice_point``)."""
+        return {"axis": axis, "slice_point": list(slice_point or [])}
+
+    @staticmethod
     def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
         axis = _legacy_axis(node, len(x), "slice_dim")
         sizes = _slice_sizes(node, x[axis], len(node.outputs))
@@ -116,6 +121,11 @@ class Concat(Op):
     @staticmethod
     def parse(p):
         return _axis_attrs(p, "concat_dim")
+
+    @staticmethod
+    def make_attrs(axis: int) -> dict:
+        """The attributes of a concatenation on ``axis``."""
+        return {"axis": axis}
 
     @staticmethod
     def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
@@ -174,7 +184,17 @@ class Reshape(Op):
 
     @staticmethod
     def parse(p):
-        return {"shape": list(p.shape.dim), "axis": p.axis, "num_axes": p.num_axes}
+        return Reshape.make_attrs(list(p.shape.dim), axis=p.axis, num_axes=p.num_axes)
+
+    @staticmethod
+    def make_attrs(dims: list[int], *, axis: int = 0, num_axes: int = -1) -> dict:
+        """The node attributes (reshape_param's fields, its defaults)."""
+        return {"shape": list(dims), "axis": axis, "num_axes": num_axes}
+
+    @staticmethod
+    def caffe(ctx, node: Node) -> dict:
+        """shape (a list of dims) -> ``shape { dim }``."""
+        return {**node.attrs, "shape": {"dim": [int(d) for d in node.attrs["shape"]]}}
 
     @staticmethod
     def infer(node: Node, x: Shape) -> tuple[Shape, ...]:

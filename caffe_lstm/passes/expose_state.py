@@ -11,19 +11,23 @@ from __future__ import annotations
 import numpy as np
 
 from caffe_lstm.ir.graph import Graph, Node, Value
-from caffe_lstm.ops import get_op
+from caffe_lstm.ops import RecurrentSpec, get_op, recurrent_spec
 from caffe_lstm.ops.recurrent import state_widths
 
-#: Recurrent types with expose_hidden, and their state names in Caffe's bottom order.
-_STATES = {"LSTM": ("h", "c"), "RNN": ("h",)}
+
+def _exposable(node: Node) -> RecurrentSpec | None:
+    """The recurrent metadata of a node whose states ``expose_hidden`` can expose, else None."""
+    spec = recurrent_spec(node.op)
+    return spec if spec is not None and spec.exposable else None
 
 
 def expose_recurrent_state(graph: Graph) -> bool:
     """Turns expose_hidden on for every LSTM/RNN that has it off; returns whether any changed."""
     changed = False
     for node in graph.nodes:
-        if node.op in _STATES and not node.attrs.get("expose_hidden"):
-            _expose(graph, node, _STATES[node.op])
+        spec = _exposable(node)
+        if spec is not None and not node.attrs.get("expose_hidden"):
+            _expose(graph, node, spec.states)
             changed = True
     return changed
 
@@ -33,11 +37,12 @@ def zero_states(graph: Graph, feeds: dict) -> dict[str, np.ndarray]:
     (Caffe's state before the first Forward), N read from the layer's fed x where possible."""
     zeros = {}
     for node in graph.nodes:
-        if node.op not in _STATES or not node.attrs.get("expose_hidden"):
+        spec = _exposable(node)
+        if spec is None or not node.attrs.get("expose_hidden"):
             continue
         x = node.inputs[0]
         batch = feeds[x.name].shape[1] if x.name in feeds else x.shape[1]
-        for value in node.inputs[-len(_STATES[node.op]):]:
+        for value in node.inputs[-len(spec.states):]:
             if value.producer is None and value.name not in feeds:
                 zeros[value.name] = np.zeros((1, batch, value.shape[2]), np.float32)
     return zeros
@@ -49,8 +54,9 @@ def needs_state_io(graph: Graph) -> bool:
 
     A cont that is 0 at t = 0 fully masks the carried state, so zero state is exact.
     """
-    return any(node.op in _STATES and not node.attrs.get("expose_hidden")
-               and _could_start_non_zero(graph, node.inputs[1]) for node in graph.nodes)
+    return any(_exposable(node) is not None and not node.attrs.get("expose_hidden")
+               and _could_start_non_zero(graph, node.inputs[_exposable(node).cont_bottom])
+               for node in graph.nodes)
 
 
 def _could_start_non_zero(graph: Graph, cont: Value) -> bool:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.ir.graph import Graph
-from caffe_lstm.ir.verify import verify
+from caffe_lstm.analysis.verify import verify
 from caffe_lstm.passes.expand_recurrent import expand_recurrent
-from caffe_lstm.passes.state import expose_recurrent_state
+from caffe_lstm.passes.expose_state import expose_recurrent_state
 from caffe_lstm.passes.unroll import unroll_loops
 
 PASSES: dict[str, Callable[[Graph], bool]] = {

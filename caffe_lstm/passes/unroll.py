@@ -7,7 +7,7 @@ concatenated on the time axis, and zero initial states come from constant DummyD
 
 from __future__ import annotations
 
-from caffe_lstm.ir.builder import GraphBuilder
+from caffe_lstm.ops.builder import NodeBuilder
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops.loop import LoopLayout
 from caffe_lstm.passes.cleanup import remove_dead_nodes
@@ -17,10 +17,10 @@ def unroll_loops(graph: Graph) -> bool:
     """Replaces every Loop node of ``graph``; returns whether there was one."""
     nodes, changed = [], False
     for node in graph.nodes:
-        if node.op != "Loop":
+        if not isinstance(node.attrs.get("body"), Graph):  # not a Loop
             nodes.append(node)
             continue
-        scratch = GraphBuilder(Graph(), node.origin, node.where)
+        scratch = NodeBuilder(Graph(), node.origin, node.where)
         _unroll(scratch, node)
         nodes.extend(scratch.graph.nodes)
         changed = True
@@ -30,7 +30,7 @@ def unroll_loops(graph: Graph) -> bool:
     return changed
 
 
-def _unroll(b: GraphBuilder, loop: Node) -> None:
+def _unroll(b: NodeBuilder, loop: Node) -> None:
     layout = LoopLayout.of(loop)
     iterated, initial, invariants = layout.split_inputs(loop.inputs)
     steps = iterated[0].shape[0]
@@ -45,22 +45,21 @@ def _unroll(b: GraphBuilder, loop: Node) -> None:
     n_seq = layout.n_sequence_outputs
     for j, target in enumerate(loop.outputs[:n_seq]):
         # the sequence: the step outputs concatenated on the time axis
-        b.add("Concat", f"{_base(target)}_concat", [o[j] for o in outputs], {"axis": 0},
-              outputs=[target])
+        b.concat(f"{_base(target)}_concat", [o[j] for o in outputs], 0, target)
     for state, target in zip(states, loop.outputs[n_seq:]):
         # the final state: Caffe's unrolled net also ends the recurrence with a Split
-        b.add("Split", f"{_base(target)}_split", [state], {}, outputs=[target])
+        b.split(f"{_base(target)}_split", state, target)
 
 
-def _time_slices(b: GraphBuilder, x: Value, steps: int) -> list[Value]:
+def _time_slices(b: NodeBuilder, x: Value, steps: int) -> list[Value]:
     if steps == 1:
         return [x]
     base = _base(x)
     tops = [f"{base}_{t + 1}" for t in range(steps)]
-    return list(b.add("Slice", f"{base}_slice", [x], {"axis": 0, "slice_point": []}, tops=tops))
+    return b.slice_tops(f"{base}_slice", x, 0, tops)
 
 
-def _initial_states(b: GraphBuilder, layout: LoopLayout, first: Value,
+def _initial_states(b: NodeBuilder, layout: LoopLayout, first: Value,
                     initial: list[Value]) -> list[Value]:
     given, states = iter(initial), []
     batch = first.shape[1] if len(first.shape) > 1 else 1
@@ -69,12 +68,11 @@ def _initial_states(b: GraphBuilder, layout: LoopLayout, first: Value,
             states.append(next(given))
         else:
             # h_0 = 0 (and c_0 = 0): a constant, as the zero-filled inputs of Caffe's unrolled net
-            attrs = {"shapes": [[1, batch, state.size]], "values": [0.0]}
-            states.append(b.add("DummyData", f"{state.name}_0", [], attrs)[0])
+            states.append(b.constant(f"{state.name}_0", [1, batch, state.size], 0.0))
     return states
 
 
-def _copy_body(b: GraphBuilder, body: Graph, inputs: list[Value], step: str) -> list[Value]:
+def _copy_body(b: NodeBuilder, body: Graph, inputs: list[Value], step: str) -> list[Value]:
     """One copy of the body, wired to ``inputs``; returns the copies of its outputs."""
     mapping = {id(v): new for v, new in zip(body.inputs, inputs)}
     for node in body.nodes:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from caffe_lstm.backends.tensorrt.context import EmitContext
 from caffe_lstm.backends.tensorrt.emitter import emit_network

@@ -6,7 +6,8 @@ with dynamic dims (-1), so the same facets serve static and dynamic shapes.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -33,6 +34,12 @@ class EmitContext:
         self._names: set[str] = set()
         #: fp16: the name of each HALF tensor cast from a FLOAT network input -> that input.
         self.half_inputs: dict[str, Any] = {}
+
+    def run_subgraph(self, graph: Any, tensors: Sequence[Any]) -> list[Any]:
+        """Emits ``graph`` (a loop body) on ``tensors`` for its inputs; returns its outputs."""
+        from caffe_lstm.backends.tensorrt.emitter import emit_graph  # emitter imports this module
+
+        return emit_graph(self, graph, tensors)
 
     # ---- naming ----------------------------------------------------------------------------
 

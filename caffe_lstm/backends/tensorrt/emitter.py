@@ -8,7 +8,8 @@ and the outputs back to FLOAT before leaving, so callers always exchange float32
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from caffe_lstm.backends.tensorrt.context import EmitContext
 from caffe_lstm.errors import UnsupportedLayerError
@@ -72,7 +73,7 @@ def _cast(ctx: EmitContext, tensor: Any, dtype: Any, name: str) -> Any:
 def emit_graph(ctx: EmitContext, graph: Graph, inputs: Sequence[Any]) -> list[Any]:
     """Emits ``graph``'s nodes given tensors for its inputs; returns its output tensors.
 
-    Also used by the Loop facet for the loop body.
+    Also what ``EmitContext.run_subgraph`` does for a Loop's body.
     """
     env = {id(value): tensor for value, tensor in zip(graph.inputs, inputs)}
     for node in graph.nodes:

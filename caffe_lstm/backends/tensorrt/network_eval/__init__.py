@@ -33,14 +33,15 @@ from __future__ import annotations
 import heapq
 from collections import ChainMap, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 
 # Importing the evaluator modules registers every layer type they cover.
-from caffe_lstm.backends.tensorrt.network_eval import layers as _layers  # noqa: E402,F401
-from caffe_lstm.backends.tensorrt.network_eval import windowed as _windowed  # noqa: E402,F401
-from caffe_lstm.backends.tensorrt.network_eval.common import (  # noqa: E402
+from caffe_lstm.backends.tensorrt.network_eval import layers as _layers  # noqa: F401
+from caffe_lstm.backends.tensorrt.network_eval import windowed as _windowed  # noqa: F401
+from caffe_lstm.backends.tensorrt.network_eval.common import (
     DTYPES, EVALUATORS, Env, Evaluate, NetworkEvalError, numpy_dtype)
 
 __all__ = ["NetworkEvalError", "evaluate_network", "numpy_dtype"]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from functools import reduce
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -1,0 +1,1 @@
+"""The format-free IR: Graph, Node, Value, and a text dump (imports nothing of the project)."""

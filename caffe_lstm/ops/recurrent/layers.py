@@ -1,0 +1,297 @@
+"""The recurrent layer types: LSTM, RNN and the fork type Lstm, each one class with every facet.
+
+Each ``numpy`` call is one Forward from a zero initial state (or from the h_0/c_0 bottoms with
+``expose_hidden``). Caffe without ``expose_hidden`` starts each Forward from the previous
+Forward's h_T/c_T (recurrent_layer.cpp); ``--state io`` makes that carry-over explicit by
+switching expose_hidden on (passes/expose_state.py). With cont_1 = 0 (the usual deploy case)
+the two agree.
+
+LSTM also takes the ``recurrent_param`` extension of docs/recurrent-extensions.md (candidate
+and cell activations, peepholes, a recurrent projection, cell clipping): ``LstmVariant``.
+RNN accepts none of its fields; the fork's ``lstm_param`` has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from caffe_lstm.ir.graph import Node, Shape
+from caffe_lstm.ops.recurrent import expansion
+from caffe_lstm.ops.recurrent.cell import CAFFE_GATES, PEEPHOLE_GATES, LstmVariant, LstmWeights
+from caffe_lstm.ops.recurrent.equations import (_float32, _initial_state, _project_inputs,
+                                                _project_static, _rnn_step, _run_lstm,
+                                                _split_arrays)
+from caffe_lstm.ops.recurrent.rules import (_check_exact, _check_num_output, _check_top_count,
+                                            _check_variant, _check_x, _lstm_states,
+                                            _parse_recurrent, _recurrent_layout,
+                                            _reject_extensions, _write_recurrent)
+from caffe_lstm.ops.registry import Op, RecurrentSpec, count, register_op, shape_error
+
+
+def _lstm_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int, int | None]:
+    """The variant's rules, then the bottoms; returns T, N, I and S (or None)."""
+    _check_variant(node)
+    return _recurrent_layout(node, shapes, _lstm_states(node))
+
+
+@register_op
+class LSTM(Op):
+    """Caffe's LSTM over T steps (recurrent_param: num_output H, expose_hidden, and the
+    extension of spec/recurrent-extensions.md: candidate_activation g, cell_activation h,
+    relu_clip κ, peephole, num_proj P, cell_clip).
+
+    Bottoms x (T, N, ...), cont (T, N), [x_static (N, ...)], [r_0 (1, N, R), c_0 (1, N, H)];
+    tops r (T, N, R) [, r_T (1, N, R), c_T (1, N, H)], R = P if num_proj else H (r is h
+    without a projection). Blobs W_xc (4H, I), b_c (4H), [W_xc_static (4H, S)], W_hc (4H, R),
+    [P (3, H): rows p_i, p_f, p_o], [W_hr (P, H)]; gate blocks i, f, o, g. Per step, with
+    r̃ = cont_t·r_{t−1} and c̃ = cont_t·c_{t−1}:
+    a_t = W_hc·r̃ + W_xc·x_t + b_c [+ W_xc_static·x_static]; i, f = σ(a_i,f + p_i,f ⊙ c̃);
+    c_t = f_t ⊙ c̃ + i_t ⊙ g(a_g) [clamped to ±cell_clip]; o_t = σ(a_o + p_o ⊙ c_t);
+    m_t = o_t ⊙ h(c_t); r_t = W_hr·m_t or m_t. Defaults: exactly Caffe's cell.
+    Without expose_hidden each call starts from zeros (no carry-over between calls).
+    """
+
+    type = "LSTM"
+    tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
+    param = "recurrent_param"
+    recurrent = RecurrentSpec(states=("h", "c"), has_layouts=True)
+    expand = staticmethod(expansion.expand_lstm)
+
+    @staticmethod
+    def roles(node: Node, blobs: list) -> LstmWeights:
+        """The blobs (file order: W_xc, b_c, [W_xc_static], W_hc, [P], [W_hr]) by role."""
+        return LstmWeights.split(list(blobs), _has_static(node, 2), LstmVariant.of(node))
+
+    @staticmethod
+    def file_order(node: Node, w: LstmWeights) -> list:
+        return w.in_file_order()
+
+    @staticmethod
+    def caffe(ctx, node: Node) -> dict[str, Any]:
+        return _write_recurrent(node)
+    n_bottoms = (2, 5)
+    n_tops = (1, 3)
+
+    @staticmethod
+    def parse(p):
+        return _parse_recurrent(p)
+
+    @staticmethod
+    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+        steps, batch, _, _ = _lstm_layout(node, shapes)
+        variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
+        width, r = variant.recurrent_width(hidden), variant.recurrent_name
+        if node.attrs["expose_hidden"]:
+            _check_top_count(node, 3, f"{r}, {r}_T, c_T")
+            return (steps, batch, width), (1, batch, width), (1, batch, hidden)
+        _check_top_count(node, 1, r, f"{r}_T and c_T are tops only with expose_hidden")
+        return ((steps, batch, width),)
+
+    @staticmethod
+    def blobs(node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
+        _, _, inputs, static = _lstm_layout(node, shapes)
+        variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
+        gates = len(CAFFE_GATES) * hidden
+        static_blob = (("W_xc_static", (gates, static)),) if static is not None else ()
+        peephole = (("P", (len(PEEPHOLE_GATES), hidden)),) if variant.peephole else ()
+        projection = (("W_hr", (variant.num_proj, hidden)),) if variant.num_proj else ()
+        return (("W_xc", (gates, inputs)), ("b_c", (gates,)), *static_blob,
+                ("W_hc", (gates, variant.recurrent_width(hidden))), *peephole, *projection)
+
+    @staticmethod
+    def numpy(node: Node, *arrays):
+        x, cont, x_static, exposed, blobs = _split_arrays(node, arrays, 2)
+        variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
+        w = LstmWeights.split(blobs, x_static is not None, variant)
+        batch = x.shape[1]
+        # W_xc_x_t + W_xc_x_static: the static term is the same at every step
+        x_proj = _project_inputs(x, w.w_xc, w.b_c) + _project_static(x_static, w.w_xc_static)
+        r0 = _initial_state(exposed, 0, batch, variant.recurrent_width(hidden))
+        c0 = _initial_state(exposed, 1, batch, hidden)
+        r, r_last, c_last = _run_lstm(x_proj, cont, r0, c0, w, variant)
+        if node.attrs["expose_hidden"]:
+            return _float32(r, r_last[None], c_last[None])
+        return _float32(r)
+
+
+@register_op
+class RNN(Op):
+    """Caffe's vanilla RNN over T steps (recurrent_param: num_output H, expose_hidden).
+
+    Bottoms x (T, N, ...), cont (T, N), [x_static (N, ...)], [h_0 (1, N, H)]; tops o (T, N, H)
+    [, h_T (1, N, H)]. Blobs W_xh (H, I), b_h (H), [W_xh_static (H, S)], W_hh, W_ho (H, H),
+    b_o (H). Per step:
+    h_t = tanh(W_hh·(cont_t·h_{t-1}) + W_xh·x_t + b_h [+ W_xh_static·x_static]);
+    o_t = tanh(W_ho·h_t + b_o). Without expose_hidden each call starts from zeros.
+    The LSTM extension fields of recurrent_param are refused.
+    """
+
+    type = "RNN"
+    tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
+    param = "recurrent_param"
+    recurrent = RecurrentSpec(states=("h",))
+    expand = staticmethod(expansion.expand_rnn)
+
+    @staticmethod
+    def caffe(ctx, node: Node) -> dict[str, Any]:
+        return _write_recurrent(node)
+    n_bottoms = (2, 4)
+    n_tops = (1, 2)
+
+    @staticmethod
+    def parse(p):
+        return _parse_recurrent(p)
+
+    @staticmethod
+    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+        steps, batch, _, _ = _rnn_layout(node, shapes)
+        hidden = node.attrs["num_output"]
+        if node.attrs["expose_hidden"]:
+            _check_top_count(node, 2, "o, h_T")
+            return (steps, batch, hidden), (1, batch, hidden)
+        _check_top_count(node, 1, "o", "h_T is a top only with expose_hidden")
+        return ((steps, batch, hidden),)
+
+    @staticmethod
+    def blobs(node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
+        _, _, inputs, static = _rnn_layout(node, shapes)
+        hidden = node.attrs["num_output"]
+        static_blob = (("W_xh_static", (hidden, static)),) if static is not None else ()
+        return (("W_xh", (hidden, inputs)), ("b_h", (hidden,)), *static_blob,
+                ("W_hh", (hidden, hidden)), ("W_ho", (hidden, hidden)), ("b_o", (hidden,)))
+
+    @staticmethod
+    def numpy(node: Node, *arrays):
+        x, cont, x_static, exposed, blobs = _split_arrays(node, arrays, 1)
+        w_xh, b_h, *w_static, w_hh, w_ho, b_o = blobs
+        # W_xh_x_t + W_xh_x_static: the static term is the same at every step
+        x_proj = _project_inputs(x, w_xh, b_h) + _project_static(x_static, (w_static or [None])[0])
+        h = _initial_state(exposed, 0, x.shape[1], node.attrs["num_output"])
+        outputs = []
+        for x_proj_t, cont_t in zip(x_proj, cont):
+            o, h = _rnn_step(x_proj_t, cont_t, h, w_hh, w_ho, b_o)
+            outputs.append(o)
+        if node.attrs["expose_hidden"]:
+            return _float32(np.stack(outputs), h[None])
+        return _float32(np.stack(outputs))
+
+
+def _rnn_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int, int | None]:
+    """No extension fields, then the bottoms; returns T, N, I and S (or None)."""
+    _reject_extensions(node)
+    return _recurrent_layout(node, shapes, (("h_0", node.attrs["num_output"]),))
+
+
+# ---- the junhyukoh/caffe-lstm fork type "Lstm" (caffe_ocr, CTPN) -----------------------------
+
+
+def _fork_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int]:
+    """Validates a fork Lstm's x and optional clip; returns T, N, I."""
+    _check_num_output(node, node.attrs["num_output"], "lstm_param")
+    if len(shapes) not in (1, 2):
+        raise shape_error(node, f"expected 1 or 2 bottoms (x, [clip]), found {len(shapes)}")
+    _check_top_count(node, 1, "h")
+    steps, batch, inputs = _fork_sequence(node, shapes[0])
+    if len(shapes) == 2:
+        _check_clip(node, shapes[0], shapes[1], steps, batch)
+    return steps, batch, inputs
+
+
+def _fork_sequence(node: Node, x: Shape) -> tuple[int, int, int]:
+    """T, N, I: 2-D x is junhyukoh's (T·N, I) with N = batch_size; else (T, N, ...)."""
+    if len(x) >= 3:
+        _check_x(node, x)
+        return x[0], x[1], count(x, 2)
+    batch = node.attrs["batch_size"]
+    if len(x) != 2 or batch <= 0 or x[0] < 1 or x[0] % batch:
+        raise shape_error(
+            node, f"x must be (T·N, I) with N = batch_size = {batch}, or (T, N, ...); "
+            f"found {tuple(x)}", "set lstm_param.batch_size to the number of streams")
+    return x[0] // batch, batch, x[1]
+
+
+def _check_clip(node: Node, x: Shape, clip: Shape, steps: int, batch: int) -> None:
+    """clip is (T, N) for a (T, N, ...) x, and any shape of T·N values for a 2-D x."""
+    if len(x) >= 3:
+        _check_exact(node, "clip", clip, (steps, batch))
+    elif count(clip) != steps * batch:
+        raise shape_error(node, f"clip must hold T·N = {steps * batch} values, "
+                          f"found {count(clip)} (shape {tuple(clip)})")
+
+
+@register_op
+class Lstm(Op):
+    """The junhyukoh/caffe-lstm fork's LSTM (lstm_param: num_output H, batch_size).
+
+    Same cell as ``LSTM`` with clip in the role of cont, and blobs W_x (4H, I), W_h (4H, H),
+    b (4H) (gate blocks i, f, o, g). A 2-D x is (T·N, I), row t·N + n, N = batch_size, with top
+    (T·N, H) and clip of T·N values; x with 3 or more axes is (T, N, ...) with top (T, N, H) and
+    clip (T, N). Without a clip bottom clip_t = 0 at t = 0 and 1 after. Each call starts from
+    zeros (no carry-over). clipping_threshold only clips gradients and is ignored.
+    """
+
+    type = "Lstm"
+    tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
+    param = "lstm_param"
+    # clip plays cont; no static input; each call starts from zeros (no expose_hidden)
+    recurrent = RecurrentSpec(states=("h", "c"), static_bottom=None, exposable=False,
+                              has_layouts=True)
+    expand = staticmethod(expansion.expand_fork_lstm)
+
+    @staticmethod
+    def roles(node: Node, blobs: list) -> LstmWeights:
+        """The fork's blobs W_x, W_h, b by role (W_xc, W_hc, b_c of Caffe's cell)."""
+        w_x, w_h, b = blobs
+        return LstmWeights(w_x, b, w_h)
+
+    @staticmethod
+    def file_order(node: Node, w: LstmWeights) -> list:
+        return [w.w_xc, w.w_hc, w.b_c]
+    n_bottoms = (1, 2)
+
+    @staticmethod
+    def parse(p):
+        return {"num_output": p.num_output, "batch_size": p.batch_size}
+
+    @staticmethod
+    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+        steps, batch, _ = _fork_layout(node, shapes)
+        hidden = node.attrs["num_output"]
+        if len(shapes[0]) == 2:
+            return ((steps * batch, hidden),)
+        return ((steps, batch, hidden),)
+
+    @staticmethod
+    def blobs(node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
+        _, _, inputs = _fork_layout(node, shapes)
+        hidden = node.attrs["num_output"]
+        gates = len(CAFFE_GATES) * hidden
+        return ("W_x", (gates, inputs)), ("W_h", (gates, hidden)), ("b", (gates,))
+
+    @staticmethod
+    def numpy(node: Node, *arrays):
+        x, *clip_bottom = [np.asarray(a, np.float64) for a in arrays[:len(node.inputs)]]
+        w_x, w_h, b = [np.asarray(a, np.float64) for a in arrays[len(node.inputs):]]
+        steps, batch, inputs = _fork_sequence(node, x.shape)
+        hidden = node.attrs["num_output"]
+        clip = clip_bottom[0].reshape(steps, batch) if clip_bottom else _fresh_clip(steps, batch)
+        x_proj = _project_inputs(x.reshape(steps, batch, inputs), w_x, b)
+        zeros = np.zeros((batch, hidden))
+        h, _, _ = _run_lstm(x_proj, clip, zeros, zeros, LstmWeights(w_x, b, w_h), LstmVariant())
+        return _float32(h.reshape(steps * batch, hidden) if x.ndim == 2 else h)
+
+
+def _has_static(node: Node, n_states: int) -> bool:
+    """Whether an LSTM/RNN has the x_static bottom: x, cont, [x_static], [exposed states]."""
+    exposed = n_states if node.attrs.get("expose_hidden") else 0
+    return len(node.inputs) - 2 - exposed == 1
+
+
+def _fresh_clip(steps: int, batch: int) -> np.ndarray:
+    """The fork's implicit clip without a clip bottom: 0 at t = 0, 1 afterwards."""
+    clip = np.ones((steps, batch))
+    clip[0] = 0.0
+    return clip
+
