@@ -17,6 +17,9 @@ An op class has static facets with fixed signatures:
   is written back as Caffe (the inverse of ``parse``; nested messages as dicts, repeated ones as
   lists). The default writes every attribute to the field of the same name.
 - ``dot(ctx, node) -> None``: how the DOT writer draws the node; the default is one record.
+- ``onnx(ctx, node, *input_names, *weight_names) -> tuple[str, ...]``: the ONNX operators that
+  compute the op (``ctx`` is ``backends/onnx/context.py``'s OnnxContext; op modules never import
+  onnx). None where an op has no ONNX form (the recurrent layers: the rewrite expands them).
 
 Ops that hold a subgraph (the Loop's body) set ``needs_context``: the walkers then pass
 themselves as the keyword argument ``ctx`` to ``parse``, ``infer`` and ``numpy`` too, and the op
@@ -100,6 +103,11 @@ class Op:
     synthetic: ClassVar[Any] = None
     #: Why an op has no TensorRT emission, for the error that lists such nodes.
     tensorrt_missing_reason: ClassVar[str] = "no TensorRT emission yet"
+    #: ``onnx(ctx, node, *input_names, *weight_names) -> tuple[str, ...]``: the ONNX nodes
+    #: that compute the op (``backends/onnx/context.py``'s OnnxContext); None = no ONNX form.
+    onnx: ClassVar[Any] = None
+    #: Why an op has no ONNX form, for the error that lists such nodes.
+    onnx_missing_reason: ClassVar[str] = "no ONNX form yet"
 
     @classmethod
     def caffe(cls, ctx: Any, node: Node) -> dict[str, Any] | None:

@@ -1,0 +1,1 @@
+"""The ONNX backend: the exporter (an interpreter over the rewritten graph) and onnxruntime."""
