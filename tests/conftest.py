@@ -23,7 +23,7 @@ def corpus_files() -> list[Path]:
 
 def needs_corpus() -> pytest.MarkDecorator:
     return pytest.mark.skipif(not CORPUS.is_dir(),
-                              reason="../shared/corpus not present (a user's clone); CI has it")
+                              reason="the corpus of public prototxts is not beside this clone (CI has it)")
 
 
 @pytest.fixture

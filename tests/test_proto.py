@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PROTO_DIR = REPO_ROOT / "proto"
 COMMITTED_PB2 = REPO_ROOT / "caffe_lstm" / "proto" / "caffe_pb2.py"
 CORPUS_DIR = REPO_ROOT.parent / "shared" / "corpus"
-CORPUS_MISSING = "../shared/corpus not present (a user's clone); CI has it"
+CORPUS_MISSING = "the corpus of public prototxts is not beside this clone (CI has it)"
 
 FDP = descriptor_pb2.FieldDescriptorProto
 

@@ -1,4 +1,4 @@
-"""The LSTM variants of spec/recurrent-extensions.md (the recurrent_param extension), end to end.
+"""The LSTM variants of docs/recurrent-extensions.md (the recurrent_param extension), end to end.
 
 Every numeric case goes through the CLI twice (tests/test_cli_recurrent.py ``run_cli``): `run`
 (the rewritten graph of primitive layers) and `run --original` (the direct equations), which

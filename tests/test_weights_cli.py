@@ -73,7 +73,7 @@ def small_prototxt(s: Spec) -> str:
 
 
 def _variant_loads(field: str) -> bool:
-    """Whether the LSTM op takes ``field`` with its extra blob (spec/recurrent-extensions.md)."""
+    """Whether the LSTM op takes ``field`` with its extra blob (docs/recurrent-extensions.md)."""
     with tempfile.TemporaryDirectory() as tmp:
         net = Path(tmp) / "net.prototxt"
         spec = Spec(peephole=field == "peephole", num_proj=3 if field == "num_proj" else 0)

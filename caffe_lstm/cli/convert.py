@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from caffe_lstm import api
 from caffe_lstm.api import Profile
 from caffe_lstm.cli import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
@@ -62,9 +63,7 @@ def convert(options: GlobalOptions, net: Path, weights: Path, output: Path, runt
             fp16: bool, shapes: dict, recurrent_state: str, unroll: bool, outputs: str,
             phase: str, stages: tuple[str, ...]) -> None:
     """Build a serialized TensorRT engine; the recurrence stays inside it (one ILoop per layer)."""
-    from caffe_lstm.backends.tensorrt.runtime import load_runtime
-
-    load_runtime(runtime)  # a missing runtime fails before the net is read
+    api.require_tensorrt(runtime)  # a missing runtime fails before the net is read
     engine = load(net, weights, outputs, phase, stages).build_engine(
         output, runtime=runtime, fp16=fp16, shapes=shapes, state=recurrent_state, unroll=unroll,
         verbosity=options.verbose,

@@ -11,7 +11,7 @@ from caffe_lstm.ir.graph import Node
 
 #: The gate blocks along every 4H axis of Caffe's LSTM blobs, in order (lstm_unit_layer.cpp).
 CAFFE_GATES = ("i", "f", "o", "g")
-#: The rows of the peephole blob P (3, H), in order (spec/recurrent-extensions.md).
+#: The rows of the peephole blob P (3, H), in order (docs/recurrent-extensions.md).
 PEEPHOLE_GATES = ("i", "f", "o")
 #: The values of the extension's enum RecurrentActivation.
 RECURRENT_ACTIVATIONS = ("TANH", "SIGMOID", "RELU", "CLIPPED_RELU", "IDENTITY")

@@ -39,7 +39,7 @@ def _lstm_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int, 
 @register_op
 class LSTM(Op):
     """Caffe's LSTM over T steps (recurrent_param: num_output H, expose_hidden, and the
-    extension of spec/recurrent-extensions.md: candidate_activation g, cell_activation h,
+    extension of docs/recurrent-extensions.md: candidate_activation g, cell_activation h,
     relu_clip κ, peephole, num_proj P, cell_clip).
 
     Bottoms x (T, N, ...), cont (T, N), [x_static (N, ...)], [r_0 (1, N, R), c_0 (1, N, H)];
