@@ -22,8 +22,9 @@ def corpus_files() -> list[Path]:
 
 
 def needs_corpus() -> pytest.MarkDecorator:
-    return pytest.mark.skipif(not CORPUS.is_dir(),
-                              reason="the corpus of public prototxts is not beside this clone (CI has it)")
+    return pytest.mark.skipif(
+        not CORPUS.is_dir(),
+        reason="the corpus of public prototxts is not beside this clone (CI has it)")
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ Names trace back to Caffe: a node made for ``__lstm1/gate_input`` is called ``ls
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
