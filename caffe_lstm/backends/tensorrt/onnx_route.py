@@ -1,0 +1,62 @@
+"""The second route to an engine: TensorRT's own ``OnnxParser`` reads the exported ONNX model.
+
+``convert --via onnx`` builds the engine from the model that ``export`` writes, with NVIDIA's
+parser instead of our emitter: a user whose TensorRT version hits a bug on one route has the
+other. The same parser-built network is what the tests evaluate with our network evaluator and
+compare with onnxruntime, so that evaluator is checked against two programs we did not write.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from caffe_lstm.backends.tensorrt.build import (BuildOptions, EngineBuildError, _monitor,
+                                                _profile, create_network)
+from caffe_lstm.backends.tensorrt.runtime import Runtime, logger
+
+
+class OnnxParseError(EngineBuildError):
+    """TensorRT's ONNX parser refused the exported model."""
+
+
+def parse_onnx(runtime: Runtime, model: bytes, verbosity: int = 0) -> tuple[Any, Any, Any]:
+    """The builder, the network TensorRT's ``OnnxParser`` fills from ``model`` (serialized ONNX),
+    and the parser (which must outlive the network's use: it owns the weights).
+
+    Raises:
+        OnnxParseError: the parser's errors, all of them in one line.
+    """
+    trt = runtime.trt
+    builder, network = create_network(runtime, verbosity)
+    parser = trt.OnnxParser(network, logger(runtime, verbosity))
+    if not parser.parse(model):
+        errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+        raise OnnxParseError(f"TensorRT's ONNX parser refused the model: {'; '.join(errors)}",
+                             runtime.name, "build through our emitter instead (--via caffe-lstm)")
+    return builder, network, parser
+
+
+def build_from_onnx(runtime: Runtime, model: bytes, options: BuildOptions) -> bytes:
+    """The serialized engine of the ONNX ``model``, parsed by TensorRT.
+
+    The model carries the precision (fp16 as explicit casts, since the network is strongly
+    typed) and its symbolic dims; ``options.shapes`` gives their optimization profile.
+
+    Raises:
+        OnnxParseError, EngineBuildError: TensorRT's own errors, in one line.
+    """
+    builder, network, parser = parse_onnx(runtime, model, options.verbosity)
+    config = builder.create_builder_config()
+    if options.shapes:
+        config.add_optimization_profile(_profile(builder, options.shapes))
+    if options.progress is not None:
+        config.progress_monitor = _monitor(runtime.trt, options.progress)
+    log = logger(runtime, options.verbosity)
+    log.errors.clear()
+    plan = builder.build_serialized_network(network, config)
+    del parser  # the weights may go once the build has returned
+    if plan is None:
+        reason = log.errors[-1] if log.errors else "no reason given (rerun with -v)"
+        raise EngineBuildError(f"TensorRT could not build the engine: {reason}", runtime.name,
+                               "rerun with -vv for TensorRT's log")
+    return bytes(plan)
