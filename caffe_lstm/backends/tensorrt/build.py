@@ -54,16 +54,26 @@ def build_engine(runtime: Runtime, graph: Graph, options: BuildOptions) -> bytes
         EngineBuildError: TensorRT's own errors, in one line.
     """
     builder, network, ctx = emit(runtime, graph, options)
+    plan = serialize(runtime, builder, network, options)
+    del ctx  # the weights may go once the build has returned
+    return plan
+
+
+def serialize(runtime: Runtime, builder: Any, network: Any, options: BuildOptions) -> bytes:
+    """Builds a filled ``network`` into a plan: the optimization profile of ``options.shapes``,
+    progress reports, and TensorRT's last error as the one-line message of a failure.
+
+    Raises:
+        EngineBuildError: TensorRT's own errors, in one line.
+    """
     config = builder.create_builder_config()
     if options.shapes:
         config.add_optimization_profile(_profile(builder, options.shapes))
-    monitor = _monitor(runtime.trt, options.progress) if options.progress else None
-    if monitor is not None:
-        config.progress_monitor = monitor
+    if options.progress is not None:
+        config.progress_monitor = _monitor(runtime.trt, options.progress)
     log = logger(runtime, options.verbosity)
     log.errors.clear()
     plan = builder.build_serialized_network(network, config)
-    del ctx  # the weights may go once the build has returned
     if plan is None:
         reason = log.errors[-1] if log.errors else "no reason given (rerun with -v)"
         raise EngineBuildError(f"TensorRT could not build the engine: {reason}",

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from caffe_lstm.backends.tensorrt.build import (BuildOptions, EngineBuildError, _monitor,
-                                                _profile, create_network)
+from caffe_lstm.backends.tensorrt.build import (BuildOptions, EngineBuildError,
+                                                create_network, serialize)
 from caffe_lstm.backends.tensorrt.runtime import Runtime, logger
 
 
@@ -46,17 +46,6 @@ def build_from_onnx(runtime: Runtime, model: bytes, options: BuildOptions) -> by
         OnnxParseError, EngineBuildError: TensorRT's own errors, in one line.
     """
     builder, network, parser = parse_onnx(runtime, model, options.verbosity)
-    config = builder.create_builder_config()
-    if options.shapes:
-        config.add_optimization_profile(_profile(builder, options.shapes))
-    if options.progress is not None:
-        config.progress_monitor = _monitor(runtime.trt, options.progress)
-    log = logger(runtime, options.verbosity)
-    log.errors.clear()
-    plan = builder.build_serialized_network(network, config)
+    plan = serialize(runtime, builder, network, options)
     del parser  # the weights may go once the build has returned
-    if plan is None:
-        reason = log.errors[-1] if log.errors else "no reason given (rerun with -v)"
-        raise EngineBuildError(f"TensorRT could not build the engine: {reason}", runtime.name,
-                               "rerun with -vv for TensorRT's log")
-    return bytes(plan)
+    return plan
