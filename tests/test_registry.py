@@ -13,7 +13,9 @@ PROMISED = ["InnerProduct", "Embed", "Eltwise", "Scale", "Bias", "Slice", "Conca
             # the CNN front ends and the forks' layers
             "Convolution", "Deconvolution", "Im2col", "Pooling", "LRN", "BatchNorm", "PReLU",
             "ELU", "AbsVal", "BNLL", "Exp", "Log", "Clip", "Crop", "ArgMax", "Permute",
-            "Transpose", "Reverse", "ContinuationIndicator"]
+            "Transpose", "Reverse", "ContinuationIndicator",
+            # issue 13: the layers real recurrent nets still missed
+            "LSTMUnit"]
 
 
 def test_promised_types_are_registered():

@@ -6,6 +6,7 @@ from caffe_lstm.ops.registry import (Op, RecurrentSpec, get_op, recurrent_spec, 
 # Each import registers the op classes of one family.
 from caffe_lstm.ops import linear  # noqa: F401  InnerProduct, Embed
 from caffe_lstm.ops import recurrent  # noqa: F401  LSTM, RNN, Lstm (fork)
+from caffe_lstm.ops.recurrent import lstm_unit  # noqa: F401  LSTMUnit
 from caffe_lstm.ops import elementwise  # noqa: F401  Eltwise, Scale, Bias, Power
 # activation: Sigmoid, TanH, ReLU, Dropout, Softmax, ELU, AbsVal, BNLL, Exp, Log, Clip
 from caffe_lstm.ops import activation  # noqa: F401
