@@ -19,6 +19,7 @@ from caffe_lstm.ops import pooling  # noqa: F401  Pooling, LRN
 from caffe_lstm.ops import norm  # noqa: F401  BatchNorm, PReLU
 # fork: Permute, Transpose, Reverse, ContinuationIndicator
 from caffe_lstm.ops import fork  # noqa: F401
+from caffe_lstm.ops import ctc  # noqa: F401  CTCGreedyDecoder (caffe_ocr)
 
 __all__ = ["Op", "RecurrentSpec", "get_op", "recurrent_spec", "recurrent_types", "register_op",
            "registered_types"]
