@@ -33,6 +33,11 @@ class Sigmoid(_SameShape):
     def tensorrt(ctx, node: Node, x):
         return (_activation(ctx, x, ctx.trt.ActivationType.SIGMOID),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        # ONNX's σ(x) = 1 / (1 + e^−x), equal to Caffe's 0.5·tanh(0.5·x) + 0.5 up to rounding
+        return (ctx.add("Sigmoid", [x])[0],)
+
 
 @register_op
 class TanH(_SameShape):
@@ -48,6 +53,10 @@ class TanH(_SameShape):
     @staticmethod
     def tensorrt(ctx, node: Node, x):
         return (_activation(ctx, x, ctx.trt.ActivationType.TANH),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        return (ctx.add("Tanh", [x])[0],)
 
 
 @register_op
@@ -79,6 +88,14 @@ class ReLU(_SameShape):
         # LEAKY_RELU: y = x for x ≥ 0, alpha·x below
         return (_activation(ctx, x, kinds.LEAKY_RELU, alpha=slope),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        slope = node.attrs["negative_slope"]
+        if slope == 0:
+            return (ctx.add("Relu", [x])[0],)
+        # LeakyRelu: x for x ≥ 0, alpha·x below = max(x, 0) + slope·min(x, 0) for any slope
+        return (ctx.add("LeakyRelu", [x], alpha=float(slope))[0],)
+
 
 @register_op
 class Dropout(_SameShape):
@@ -101,6 +118,10 @@ class Dropout(_SameShape):
     @staticmethod
     def tensorrt(ctx, node: Node, x):
         return (x,)  # the input tensor itself: no layer, the emitter keeps its name
+
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        return (x,)  # the TEST forward: no node, the exporter hands the input through
 
 
 @register_op
@@ -131,6 +152,12 @@ class Softmax(_SameShape):
         layer = ctx.network.add_softmax(x)
         layer.axes = 1 << canonical_axis(node, node.attrs["axis"], len(x.shape))  # a bitmask
         return (ctx.out(layer),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        # opset ≥ 13: Softmax normalizes along the one axis given, as Caffe does
+        axis = canonical_axis(node, node.attrs["axis"], len(node.inputs[0].shape))
+        return (ctx.add("Softmax", [x], axis=axis)[0],)
 
 
 def _activation(ctx, x, kind, alpha: float | None = None):
@@ -169,6 +196,11 @@ class ELU(_SameShape):
         # ELU: x for x ≥ 0, alpha·(e^x − 1) below
         return (_activation(ctx, x, ctx.trt.ActivationType.ELU, alpha=node.attrs["alpha"]),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        # Elu: x for x > 0, alpha·(e^x − 1) below = max(x, 0) + α·(e^min(x, 0) − 1)
+        return (ctx.add("Elu", [x], alpha=float(node.attrs["alpha"]))[0],)
+
 
 @register_op
 class AbsVal(_SameShape):
@@ -183,6 +215,10 @@ class AbsVal(_SameShape):
     @staticmethod
     def tensorrt(ctx, node: Node, x):
         return (ctx.out(ctx.network.add_unary(x, ctx.trt.UnaryOperation.ABS)),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        return (ctx.add("Abs", [x])[0],)
 
 
 @register_op
@@ -202,6 +238,11 @@ class BNLL(_SameShape):
         layer = ctx.network.add_activation(x, ctx.trt.ActivationType.SOFTPLUS)
         layer.alpha, layer.beta = 1.0, 1.0
         return (ctx.out(layer),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        # Softplus: log(e^x + 1), the same function (onnxruntime evaluates it without overflow)
+        return (ctx.add("Softplus", [x])[0],)
 
 
 def _log_base(node: Node) -> float:
@@ -255,6 +296,15 @@ class Exp(_SameShape):
         y = ctx.out(ctx.network.add_unary(y, ctx.trt.UnaryOperation.EXP), "exp")
         return (with_scalar(ctx, y, outer, ops.PROD, ""),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        # y = outer · e^(inner·x), the steps that change nothing left out
+        inner, outer = _exp_factors(node)
+        if inner != 1:
+            x = ctx.add("Mul", [x, ctx.scalar(inner, "inner")], suffix="inner")[0]
+        y = ctx.add("Exp", [x], suffix="" if outer == 1 else "exp")[0]
+        return (y,) if outer == 1 else (ctx.add("Mul", [y, ctx.scalar(outer, "outer")])[0],)
+
 
 def _exp_factors(node: Node) -> tuple[float, float]:
     """(inner, outer) with y = outer · e^(inner·x)."""
@@ -294,6 +344,19 @@ class Log(_SameShape):
         y = ctx.out(ctx.network.add_unary(y, ctx.trt.UnaryOperation.LOG), "log")
         return (with_scalar(ctx, y, base_scale, ops.PROD, ""),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        # y = ln(shift + scale·x) / ln(base), the steps that change nothing left out
+        scale, shift, base_scale = node.attrs["scale"], node.attrs["shift"], 1 / _log_base(node)
+        if scale != 1:
+            x = ctx.add("Mul", [x, ctx.scalar(scale, "scale")], suffix="scale")[0]
+        if shift != 0:
+            x = ctx.add("Add", [x, ctx.scalar(shift, "shift")], suffix="shift")[0]
+        y = ctx.add("Log", [x], suffix="" if base_scale == 1 else "log")[0]
+        if base_scale == 1:
+            return (y,)
+        return (ctx.add("Mul", [y, ctx.scalar(base_scale, "base_scale")])[0],)
+
 
 @register_op
 class Clip(_SameShape):
@@ -331,3 +394,12 @@ class Clip(_SameShape):
         layer = ctx.network.add_activation(x, ctx.trt.ActivationType.CLIP)
         layer.alpha, layer.beta = node.attrs["min"], node.attrs["max"]
         return (ctx.out(layer),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        low, high = node.attrs["min"], node.attrs["max"]
+        if low <= high:  # Clip = min(max(x, min), max), Caffe's max(min, min(x, max)) here
+            return (ctx.add("Clip", [x, ctx.scalar(low, "min"), ctx.scalar(high, "max")])[0],)
+        # min > max: ONNX Clip gives max, Caffe max(min, min(x, max)) = min: spelled out
+        upper = ctx.add("Min", [x, ctx.scalar(high, "max")], suffix="upper")[0]
+        return (ctx.add("Max", [upper, ctx.scalar(low, "min")])[0],)

@@ -71,6 +71,11 @@ class DummyData(Op):
             return (ctx.constant(arrays[0], ""),)
         return tuple(ctx.constant(a, str(i)) for i, a in enumerate(arrays))
 
+    @staticmethod
+    def onnx(ctx, node: Node):
+        # initializers of the static shapes; the exporter names each after its top
+        return tuple(ctx.constant(a, str(i)) for i, a in enumerate(DummyData.numpy(node)))
+
 
 def _per_top(node: Node, items: list, what: str) -> list:
     """One entry for every top: a single entry is shared, else exactly one per top."""

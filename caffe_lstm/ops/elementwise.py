@@ -71,6 +71,24 @@ class Eltwise(Op):
             y = ctx.out(ctx.network.add_elementwise(y, x, combine), "" if last else f"{index}")
         return (y,)
 
+    @staticmethod
+    def onnx(ctx, node: Node, *bottoms):
+        operation = node.attrs["operation"]
+        if operation == "MAX":  # y = max_i x_i, one variadic Max
+            return (ctx.add("Max", list(bottoms))[0],)
+        if operation == "SUM":  # y = Σ coeff_i · x_i, one variadic Sum; a coeff of 1 is no Mul
+            coeffs = node.attrs.get("coeff") or [1.0] * len(bottoms)
+            terms = [x if c == 1 else ctx.add("Mul", [x, ctx.scalar(c, f"coeff{i}")],
+                                              suffix=f"coeff{i}_x")[0]
+                     for i, (c, x) in enumerate(zip(coeffs, bottoms))]
+            return (ctx.add("Sum", terms)[0],)
+        # y = x_0 ⊙ x_1 ⊙ …: Mul is binary, a chain in bottom order as numpy's reduce
+        y = bottoms[0]
+        for index, x in enumerate(bottoms[1:], start=1):
+            last = index == len(bottoms) - 1
+            y = ctx.add("Mul", [y, x], suffix="" if last else f"{index}")[0]
+        return (y,)
+
 
 def _check_eltwise_params(node: Node, n_bottoms: int) -> None:
     """Caffe's eltwise_layer.cpp LayerSetUp checks on ``operation`` and ``coeff``."""
@@ -140,6 +158,15 @@ class Scale(Op):
         bias = _aligned_operand(ctx, node, x, b, "bias")
         return (ctx.out(ctx.network.add_elementwise(y, bias, ops.SUM)),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x, s, b=None):
+        # y = x ⊙ s (+ b), s and b lined up with x's axes from axis (see _onnx_aligned)
+        scale = _onnx_aligned(ctx, node, s, "scale")
+        y = ctx.add("Mul", [x, scale], suffix="" if b is None else "scale")[0]
+        if b is None:
+            return (y,)
+        return (ctx.add("Add", [y, _onnx_aligned(ctx, node, b, "bias")])[0],)
+
 
 @register_op
 class Bias(Op):
@@ -174,6 +201,11 @@ class Bias(Op):
     def tensorrt(ctx, node: Node, x, b):
         bias = _aligned_operand(ctx, node, x, b, "bias")
         return (ctx.out(ctx.network.add_elementwise(x, bias, ctx.trt.ElementWiseOperation.SUM)),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x, b):
+        # y = x + b, b lined up with x's axes from axis like Scale's s
+        return (ctx.add("Add", [x, _onnx_aligned(ctx, node, b, "bias")])[0],)
 
 
 def learned_operand_shape(node: Node, x: Shape) -> Shape:
@@ -248,6 +280,44 @@ class Power(Op):
         elif power != 1:
             y = _with_scalar(ctx, y, power, ops.POW, "power")
         return (y,)  # x itself when nothing applies: the emitter keeps its name
+
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        # y = (shift + scale·x)^power, skipping the steps that change nothing; the last node
+        # made is renamed to the top by the exporter, x itself when nothing applies
+        power, scale, shift = (node.attrs[k] for k in ("power", "scale", "shift"))
+        y = x
+        if scale != 1:
+            y = ctx.add("Mul", [y, ctx.scalar(scale, "scale")], suffix="scale")[0]
+        if shift != 0:
+            y = ctx.add("Add", [y, ctx.scalar(shift, "shift")], suffix="shift")[0]
+        if power == 2:  # a square as a product: exact, and defined for a negative base
+            y = ctx.add("Mul", [y, y], suffix="power")[0]
+        elif power != 1:
+            y = ctx.add("Pow", [y, ctx.scalar(power, "power")], suffix="power")[0]
+        return (y,)
+
+
+# ---- ONNX helpers ----------------------------------------------------------------------------
+
+
+def _onnx_aligned(ctx, node: Node, operand: str, what: str) -> str:
+    """Scale's s (or a bias) made to broadcast against x from ``axis`` on.
+
+    ONNX broadcasts numpy-style, lining the operand up with x's LAST axes, while Caffe lines
+    it up from ``axis``: s of shape x.shape[axis : axis+k] needs k' = rank − axis − k trailing
+    1-axes, s ↦ s.reshape(s.shape + (1,)*k'), one Unsqueeze (folded by runtimes for a learned
+    blob). The operand's shape is bottom 1's, or else learned blob 0's (a bias blob has it too).
+    """
+    x_shape = node.inputs[0].shape
+    shape = node.inputs[1].shape if len(node.inputs) > 1 else node.weights[0].shape
+    # a scalar fits anywhere and Caffe then ignores axis (aligned_axis)
+    axis = aligned_axis(node, x_shape, shape, what) if len(shape) else len(x_shape)
+    inner = len(x_shape) - axis - len(shape)
+    if inner <= 0 or not len(shape):
+        return operand
+    axes = list(range(len(shape), len(shape) + inner))
+    return ctx.unsqueeze(operand, axes, f"{what}_aligned")
 
 
 # ---- TensorRT helpers ------------------------------------------------------------------------

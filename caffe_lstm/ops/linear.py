@@ -71,6 +71,23 @@ class InnerProduct(Op):
         bias = ctx.constant(b.reshape((1,) * axis + b.shape), "bias")
         return (ctx.out(ctx.network.add_elementwise(y, bias, ctx.trt.ElementWiseOperation.SUM)),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x, w, b=None):
+        rank = len(node.inputs[0].shape)
+        axis = canonical_axis(node, node.attrs["axis"], rank)
+        # x_flat = x with the axes from axis on merged: ONNX Reshape's 0 copies the dim at the
+        # same index, so [0]*axis + [-1] keeps the leading dims whatever T and N are
+        if axis != rank - 1:
+            x = ctx.add("Reshape", [x, ctx.ints([0] * axis + [-1], "flat_shape")],
+                        suffix="flatten")[0]
+        # y = x_flat · Wᵀ: MatMul broadcasts (K, num_output) over the leading dims (axis 0: x
+        # is one vector (K,)). W (num_output, K) is transposed by a Transpose node that
+        # runtimes fold, so the initializer keeps the caffemodel's bytes as they are.
+        w_t = w if node.attrs["transpose"] else ctx.add("Transpose", [w], suffix="weight_t",
+                                                         perm=[1, 0])[0]
+        y = ctx.add("MatMul", [x, w_t], suffix="" if b is None else "matmul")[0]
+        return (y,) if b is None else (ctx.add("Add", [y, b])[0],)
+
 
 @register_op
 class Embed(Op):
@@ -120,6 +137,18 @@ class Embed(Op):
             return (y,)
         bias = ctx.constant(b.reshape((1,) * len(x.shape) + b.shape), "bias")
         return (ctx.out(ctx.network.add_elementwise(y, bias, ctx.trt.ElementWiseOperation.SUM)),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x, w, b=None):
+        # trunc(x) = sign(x) · floor(|x|), as Caffe's static_cast<int>: whole numbers, so the
+        # Cast to int64 is exact whatever rounding a runtime's Cast uses
+        floor = ctx.add("Floor", [ctx.add("Abs", [x], suffix="abs")[0]], suffix="floor")[0]
+        trunc = ctx.add("Mul", [ctx.add("Sign", [x], suffix="sign")[0], floor],
+                        suffix="trunc")[0]
+        index = ctx.add("Cast", [trunc], suffix="index", to=7)[0]  # 7 = TensorProto.INT64
+        # y = W[index] (+ b): rows of W (input_dim, num_output), shape x.shape + (num_output,)
+        y = ctx.add("Gather", [w, index], suffix="" if b is None else "gather", axis=0)[0]
+        return (y,) if b is None else (ctx.add("Add", [y, b])[0],)
 
 
 def _truncated(ctx, x):

@@ -9,7 +9,8 @@ A Loop node holds a body graph that computes one time step. Its layout:
 
 The trip count T is axis 0 of the iterated inputs. A state without an initial value starts at
 zeros of shape (1, N, size), N being axis 1 of the first iterated input (Caffe's zero h_0/c_0).
-This maps one to one onto TensorRT's ILoop: iterators, recurrences, CONCATENATE and LAST_VALUE.
+This maps one to one onto TensorRT's ILoop: iterators, recurrences, CONCATENATE and LAST_VALUE,
+and onto ONNX's Scan: scan inputs, state variables, scan outputs and final state values.
 """
 
 from __future__ import annotations
@@ -111,6 +112,10 @@ class Loop(Op):
     @staticmethod
     def tensorrt(ctx, node: Node, *tensors):
         return _emit_loop(ctx, node, tensors)
+
+    @staticmethod
+    def onnx(ctx, node: Node, *names):
+        return _export_scan(ctx, node, names)
 
     @staticmethod
     def caffe(ctx, node: Node) -> dict:
@@ -218,6 +223,67 @@ def _trt_initial_states(ctx, layout: LoopLayout, first, initial: list) -> list:
     return [next(given) if state.has_initial else
             ctx.zeros(ctx.concat_shape([1, ctx.dims(first, 1, 2), state.size]), f"{state.name}_0")
             for state in layout.states]
+
+
+def _export_scan(ctx, node: Node, names: tuple) -> tuple:
+    """One ONNX Scan: the body is the step graph, with the IR's shapes inside.
+
+    Scan removes the scanned axis from each slice and stacks the step outputs on a new axis 0,
+    while the body works on (1, N, ...) slices. So outside the Scan an iterated input x (T, ...)
+    is viewed as (T, 1, ...) (slice t is then x[t:t+1]) and a stacked output (T, 1, N, ...) is
+    squeezed back to (T, N, ...), the sequence. Carried states are Scan state variables (zeros
+    of (1, N, size) without an initial value); invariants (the static projection) are read by
+    the body from the outer scope; final states are the Scan's final state values.
+    """
+    layout = LoopLayout.of(node)
+    iterated, initial, invariants = layout.split_inputs(list(names))
+    body, k, s = layout.body, layout.n_iterate, len(layout.states)
+    # x (T, ...) -> (T, 1, ...): the slice Scan hands the body is then (1, ...)
+    steps = [ctx.unsqueeze(x, [1], f"{value.name.rsplit('/', 1)[-1]}_steps")
+             for x, value in zip(iterated, node.inputs)]
+    first_states = _onnx_initial_states(ctx, layout, iterated[0], node.inputs[0], initial)
+    # body inputs in the IR's order: step slices, states, invariants (outer-scope names)
+    body_inputs = [ctx.tensor_info(v.name, v) for v in body.inputs[:k + s]] + list(invariants)
+    state_outputs, step_outputs = _body_output_names(ctx, body, s)
+    graph = ctx.run_subgraph(
+        body, body_inputs,
+        [ctx.tensor_info(name, v) for name, v in zip(state_outputs + step_outputs,
+                                                     body.outputs)],
+        f"{ctx.base_name()}/step",
+        input_order=list(range(k, k + s)) + list(range(k)))  # Scan: states, then slices
+    results = ctx.add("Scan", first_states + steps, s + len(step_outputs), suffix="scan",
+                      body=graph, num_scan_inputs=k)
+    finals, stacked = results[:s], results[s:]
+    # (T, 1, N, ...) -> (T, N, ...): the step outputs concatenated on axis 0
+    sequences = [ctx.squeeze(x, [1], "sequence") for x in stacked]
+    return tuple(sequences) + tuple(finals)
+
+
+def _body_output_names(ctx, body: Graph, n_states: int) -> tuple[list[str], list[str]]:
+    """Names of the body's outputs: the IR value's name where it appears first, a fresh one
+    for a repeat (the LSTM's h is both the next state and the step output)."""
+    names, seen = [], set()
+    for value in body.outputs:
+        names.append(value.name if value.name not in seen else
+                     ctx.unique(f"{value.name}/step_output"))
+        seen.add(value.name)
+    return names[:n_states], names[n_states:]
+
+
+def _onnx_initial_states(ctx, layout: LoopLayout, first: str, first_value,
+                         initial: list) -> list:
+    """Given initial states, or zeros of (1, N, size), N being dim 1 of the first iterated
+    input (read at run time when the batch is symbolic)."""
+    given = iter(initial)
+    states = []
+    for state in layout.states:
+        if state.has_initial:
+            states.append(next(given))
+            continue
+        shape = ctx.shape_tensor([1, *ctx.dim_parts(first, first_value, [1]), state.size],
+                                 f"{state.name}_0_shape")
+        states.append(ctx.zeros(shape, f"{state.name}_0"))
+    return states
 
 
 def _trip_count(node: Node, iterated: list[Shape]) -> int:

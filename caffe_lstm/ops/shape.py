@@ -88,6 +88,20 @@ class Slice(Op):
         return tuple(_slice_axis(ctx, x, axis, int(start), size, _top_suffix(node, i))
                      for i, (start, size) in enumerate(zip(starts, sizes)))
 
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        value = node.inputs[0]
+        axis = _legacy_axis(node, len(value.shape), "slice_dim")
+        if len(node.outputs) == 1:
+            return (x,)
+        dim = ctx.static_dim(value, axis)
+        if dim is None:
+            raise shape_error(node, f"axis {axis} is symbolic in the exported model",
+                              "keep this axis fixed in the --shape ranges")
+        # one Split at the cut points: top i = x[..., p_{i−1}:p_i, ...]
+        sizes = _slice_sizes(node, dim, len(node.outputs))
+        return tuple(ctx.add("Split", [x, ctx.ints(sizes, "split")], len(sizes), axis=axis))
+
 
 def _slice_sizes(node: Node, dim: int, n_tops: int) -> list[int]:
     """The extent of every top along the slice axis."""
@@ -150,6 +164,13 @@ class Concat(Op):
         layer.axis = _legacy_axis(node, len(bottoms[0].shape), "concat_dim")
         return (ctx.out(layer),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, *bottoms):
+        if len(bottoms) == 1:
+            return (bottoms[0],)
+        axis = _legacy_axis(node, len(node.inputs[0].shape), "concat_dim")
+        return (ctx.add("Concat", list(bottoms), axis=axis)[0],)
+
 
 @register_op
 class Split(Op):
@@ -169,6 +190,10 @@ class Split(Op):
     @staticmethod
     def tensorrt(ctx, node: Node, x):
         return (x,) * len(node.outputs)  # aliases: no layer at all
+
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        return (x,) * len(node.outputs)  # aliases: no node at all
 
 
 @register_op
@@ -218,6 +243,15 @@ class Reshape(Op):
         new = [_Copy(start + i) if d == 0 else d for i, d in enumerate(node.attrs["shape"])]
         plan = [_Copy(i) for i in range(start)] + new + [_Copy(i) for i in range(end, rank)]
         return (_emit_reshape(ctx, x, plan),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        rank = len(node.inputs[0].shape)
+        start, end = _reshape_range(node, rank)
+        # output dims: x[:start], then shape (0 copies x[start + i], −1 is inferred), x[end:]
+        new = [_Copy(start + i) if d == 0 else d for i, d in enumerate(node.attrs["shape"])]
+        plan = [_Copy(i) for i in range(start)] + new + [_Copy(i) for i in range(end, rank)]
+        return (_onnx_reshape(ctx, node, x, plan),)
 
 
 def _reshape_range(node: Node, rank: int) -> tuple[int, int]:
@@ -299,6 +333,18 @@ class Flatten(Op):
         plan = [_Copy(i) for i in range(start)] + [size] + [_Copy(i) for i in range(end + 1, rank)]
         return (_emit_reshape(ctx, x, plan),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        value = node.inputs[0]
+        rank = len(value.shape)
+        start = canonical_axis(node, node.attrs["axis"], rank)
+        end = canonical_axis(node, node.attrs["end_axis"], rank, "end_axis")
+        # the merged dim: its size when all its dims are fixed, else inferred (−1)
+        merged = [ctx.static_dim(value, a) for a in range(start, end + 1)]
+        size = count(merged) if None not in merged else -1
+        plan = [_Copy(i) for i in range(start)] + [size] + [_Copy(i) for i in range(end + 1, rank)]
+        return (_onnx_reshape(ctx, node, x, plan),)
+
 
 @register_op
 class Tile(Op):
@@ -341,6 +387,14 @@ class Tile(Op):
             layer.set_input(2, ctx.out(size, "size"))
         return (ctx.out(layer),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        # ONNX Tile repeats whole blocks like numpy.tile: repeats 1 except tiles on axis
+        rank = len(node.inputs[0].shape)
+        repeats = [1] * rank
+        repeats[canonical_axis(node, node.attrs["axis"], rank)] = node.attrs["tiles"]
+        return (ctx.add("Tile", [x, ctx.ints(repeats, "repeats")])[0],)
+
 
 @register_op
 class Silence(Op):
@@ -362,6 +416,10 @@ class Silence(Op):
 
     @staticmethod
     def tensorrt(ctx, node: Node, *bottoms):
+        return ()
+
+    @staticmethod
+    def onnx(ctx, node: Node, *bottoms):
         return ()
 
 
@@ -416,6 +474,20 @@ class Reduction(Op):
         factor = ctx.constant(np.full((1,) * axis, coeff, np.float32), "coeff")
         return (ctx.out(ctx.network.add_elementwise(y, factor, ops.PROD)),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        rank = len(node.inputs[0].shape)
+        axis = canonical_axis(node, node.attrs["axis"], rank)
+        operation, coeff = node.attrs["operation"], node.attrs["coeff"]
+        # y = coeff · Σ f(x) over the axes from axis on, those axes dropped: SUM Σx, ASUM Σ|x|
+        # (ReduceL1), SUMSQ Σx² (ReduceSumSquare), MEAN Σx / count (ReduceMean)
+        op_type = {"SUM": "ReduceSum", "ASUM": "ReduceL1", "SUMSQ": "ReduceSumSquare",
+                   "MEAN": "ReduceMean"}[operation]
+        y = ctx.reduce(op_type, x, list(range(axis, rank)), "" if coeff == 1 else "sum")
+        if coeff == 1:
+            return (y,)
+        return (ctx.add("Mul", [y, ctx.scalar(coeff, "coeff")])[0],)
+
 
 # ---- TensorRT helpers ------------------------------------------------------------------------
 
@@ -440,6 +512,25 @@ def _emit_reshape(ctx, x, plan: list):
     parts = [ctx.dims(x, p.axis, p.axis + 1) if dyn else d
              for p, d, dyn in zip(plan, dims, dynamic)]
     return ctx.reshape(x, ctx.concat_shape(parts), "")
+
+
+def _onnx_reshape(ctx, node: Node, x: str, plan: list) -> str:
+    """One ONNX Reshape to ``plan`` (literal dims, at most one −1, and _Copy).
+
+    ONNX Reshape's 0 copies the input dim at the SAME index, Caffe's copy may move (a dim after
+    the replaced range): a copy at its own index is written 0, a fixed one as its size, and a
+    moved symbolic one is read at run time (Gather of the input's Shape).
+    """
+    value = node.inputs[0]
+    parts: list = []
+    for position, item in enumerate(plan):
+        if not isinstance(item, _Copy):
+            parts.append(item)
+        elif item.axis == position:
+            parts.append(0)
+        else:
+            parts.extend(ctx.dim_parts(x, value, [item.axis]))
+    return ctx.add("Reshape", [x, ctx.shape_tensor(parts, "target_shape")])[0]
 
 
 def _slice_axis(ctx, x, axis: int, start: int, size: int, suffix: str):
@@ -505,6 +596,23 @@ class Crop(Op):
         if any(d < 0 for d in dims):  # dynamic dims: the size is read at run time
             layer.set_input(2, ctx.concat_shape([ctx.dims(x, 0, start), ctx.dims(ref, start)]))
         return (ctx.out(layer),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x, ref):
+        x_value, ref_value = node.inputs
+        start, offsets = _crop_offsets(node, x_value.shape, ref_value.shape)
+        axes = list(range(start, len(x_value.shape)))
+        # y = x[..., o_a : o_a + ref_a, ...] on the axes from start on; a symbolic ref dim is
+        # read at run time (ends = offsets + Shape(ref)[axes])
+        sizes = ctx.dim_parts(ref, ref_value, axes)
+        if all(isinstance(d, int) for d in sizes):
+            ends = ctx.ints([o + d for o, d in zip(offsets, sizes)], "ends")
+        else:
+            ref_dims = ctx.add("Gather", [ctx.shape_of(ref), ctx.ints(axes, "axes")],
+                               suffix="ref_dims", axis=0)[0]
+            ends = ctx.add("Add", [ref_dims, ctx.ints(offsets, "offsets")], suffix="ends")[0]
+        return (ctx.add("Slice", [x, ctx.ints(offsets, "starts"), ends,
+                                  ctx.ints(axes, "axes")])[0],)
 
 
 def _crop_offsets(node: Node, x: Shape, ref: Shape) -> tuple[int, list[int]]:
@@ -591,6 +699,43 @@ class ArgMax(Op):
         stacked.axis = 1
         top = ctx.out(stacked, "stack")
         return (ctx.reshape(top, (0, len(rows), k) + (1,) * (len(x.shape) - 3), ""),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x):
+        value = node.inputs[0]
+        axis, k = _argmax_axis(node, value.shape), node.attrs["top_k"]
+        data = x if axis is not None else ctx.add(
+            "Reshape", [x, ctx.ints([0, -1], "flat_shape")], suffix="flatten")[0]
+        along = 1 if axis is None else axis
+        # ONNX TopK ranks equal values lower index first, Caffe higher index first: TopK runs
+        # on the axis reversed (element j there is element dim − 1 − j), index = dim − 1 − j
+        flipped = ctx.add("Slice", [data, ctx.ints([-1], "starts"),
+                                    ctx.ints([np.iinfo(np.int64).min], "ends"),
+                                    ctx.ints([along], "axes"), ctx.ints([-1], "steps")],
+                          suffix="reversed")[0]
+        values, j = ctx.add("TopK", [flipped, ctx.ints([k], "k")], 2, suffix="topk",
+                            axis=along, largest=1, sorted=1)
+        fixed = [ctx.static_dim(value, a) for a in
+                 ((axis,) if axis is not None else range(1, len(value.shape)))]
+        last = (ctx.ints([count(fixed) - 1], "last") if None not in fixed
+                else _onnx_last_index(ctx, data, along))
+        index = ctx.add("Sub", [last, j], suffix="index_int")[0]
+        index = ctx.add("Cast", [index], suffix="" if axis is not None else "index", to=1)[0]
+        if axis is not None:
+            return (values if node.attrs["out_max_val"] else index,)
+        # no axis: rows index (and values) stacked on axis 1, then (N, rows, k, 1, ...)
+        rows = [index, values] if node.attrs["out_max_val"] else [index]
+        stacked = ctx.add("Concat", [ctx.unsqueeze(r, [1], f"row{i}") for i, r in
+                                     enumerate(rows)], suffix="stack", axis=1)[0]
+        shape = ctx.ints([0, len(rows), k] + [1] * (len(value.shape) - 3), "top_shape")
+        return (ctx.add("Reshape", [stacked, shape])[0],)
+
+
+def _onnx_last_index(ctx, data: str, along: int) -> str:
+    """dim − 1 of ``data`` on axis ``along``, read at run time, as a 1-D int64 tensor."""
+    dim = ctx.add("Gather", [ctx.shape_of(data), ctx.ints([along], "along")], suffix="dim",
+                  axis=0)[0]
+    return ctx.add("Sub", [dim, ctx.ints([1], "one")], suffix="last")[0]
 
 
 def _argmax_axis(node: Node, x: Shape) -> int | None:

@@ -19,11 +19,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from caffe_lstm.ir.graph import Node
+from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.ir.graph import Node, Value
+
+#: A dim as the exported model knows it: a size, a symbolic name, or None (varies, unnamed).
+Dim = int | str | None
 
 
 @dataclass
@@ -52,6 +56,9 @@ class OnnxContext:
         self.keep_alive: list[np.ndarray] = []
         #: set by the exporter: builds a subgraph (a Loop's body) and returns its GraphProto
         self.subgraph_builder: Any = None
+        #: set by the exporter: the dims of an IR value (ints, or str/None where they vary)
+        self.value_dims: Callable[[Value], tuple[Dim, ...]] = lambda value: tuple(value.shape)
+        self._shapes: dict[tuple[int, str], str] = {}
 
     # ---- naming ------------------------------------------------------------------------------
 
@@ -114,8 +121,111 @@ class OnnxContext:
         return tensor
 
     def run_subgraph(self, graph: Any, inputs: Sequence[Any], outputs: Sequence[Any],
-                     name: str) -> Any:
+                     name: str, input_order: Sequence[int] | None = None) -> Any:
         """Exports ``graph`` (a Loop's body) as a GraphProto whose inputs are ``inputs``
         (ValueInfoProtos, in order, for the body's inputs) and whose outputs are ``outputs``
-        (ValueInfoProtos for the body's outputs): the exporter walks it like the main graph."""
-        return self.subgraph_builder(graph, inputs, outputs, name)
+        (ValueInfoProtos for the body's outputs): the exporter walks it like the main graph.
+
+        An entry of ``inputs`` may instead be a plain tensor name of the enclosing graph: that
+        body input then reads the outer value directly (ONNX subgraphs see outer-scope names)
+        and is no input of the GraphProto. ``input_order`` lists the GraphProto's inputs as
+        indices into ``inputs`` (ONNX Scan wants the states first); default: as given."""
+        return self.subgraph_builder(graph, inputs, outputs, name, input_order)
+
+    # ---- shapes: a symbolic T or N is never baked into a constant ------------------------------
+
+    def static_dim(self, value: Value, axis: int) -> int | None:
+        """Dim ``axis`` of the IR ``value`` when the exported model fixes it, else None."""
+        dim = self.value_dims(value)[axis]
+        return dim if isinstance(dim, int) else None
+
+    def tensor_info(self, name: str, value: Value) -> Any:
+        """A float32 ValueInfoProto named ``name`` with the dims of the IR ``value``."""
+        return self.onnx.helper.make_tensor_value_info(
+            name, self.onnx.TensorProto.FLOAT, list(self.value_dims(value)))
+
+    def shape_of(self, x: str) -> str:
+        """The run-time shape of tensor ``x`` (one Shape node per tensor and graph)."""
+        key = (id(self.parts), x)
+        if key not in self._shapes:
+            self._shapes[key] = self.add("Shape", [x], suffix="shape")[0]
+        return self._shapes[key]
+
+    def dim_parts(self, x: str, value: Value, axes: Sequence[int]) -> list[int | str]:
+        """Dims ``axes`` of tensor ``x`` (IR ``value``): an int where fixed, else a 1-D int64
+        tensor read from ``x`` at run time (Gather of its Shape)."""
+        parts: list[int | str] = []
+        for axis in axes:
+            dim = self.static_dim(value, axis)
+            parts.append(dim if dim is not None else self.add(
+                "Gather", [self.shape_of(x), self.ints([axis], "axis")], suffix=f"dim{axis}",
+                axis=0)[0])
+        return parts
+
+    def shape_tensor(self, parts: Sequence[int | str], suffix: str = "shape") -> str:
+        """A 1-D int64 shape from ints and 1-D int64 tensors: one constant when all are ints,
+        else a Concat (runs of ints become one constant each)."""
+        pieces: list[str] = []
+        run: list[int] = []
+        for part in parts:
+            if isinstance(part, str):
+                if run:
+                    pieces.append(self.ints(run, f"{suffix}_part"))
+                    run = []
+                pieces.append(part)
+            else:
+                run.append(int(part))
+        if not pieces:
+            return self.ints(run, suffix)
+        if run:
+            pieces.append(self.ints(run, f"{suffix}_part"))
+        return pieces[0] if len(pieces) == 1 else self.add("Concat", pieces, suffix=suffix,
+                                                            axis=0)[0]
+
+    def scalar(self, value: float, suffix: str = "value") -> str:
+        """A float32 scalar (shape ()): ONNX broadcasts it against any tensor."""
+        return self.constant(np.array(value, dtype=np.float32), suffix)
+
+    def unsqueeze(self, x: str, axes: Sequence[int], suffix: str = "unsqueeze") -> str:
+        """``x`` with size-1 axes inserted at ``axes`` (positions in the result)."""
+        return self.add("Unsqueeze", [x, self.ints(list(axes), "axes")], suffix=suffix)[0]
+
+    def squeeze(self, x: str, axes: Sequence[int], suffix: str = "squeeze") -> str:
+        """``x`` without its size-1 axes ``axes``."""
+        return self.add("Squeeze", [x, self.ints(list(axes), "axes")], suffix=suffix)[0]
+
+    def reduce(self, op_type: str, x: str, axes: Sequence[int], suffix: str = "") -> str:
+        """``op_type`` (ReduceSum, ReduceMean, ReduceL1, ReduceSumSquare) over ``axes``, the
+        reduced axes dropped. Axes are an input from opset 13 (ReduceSum) or 18 (the others),
+        an attribute before."""
+        axes = list(axes)
+        if op_type == "ReduceSum" or self.opset >= 18:
+            return self.add(op_type, [x, self.ints(axes, "axes")], suffix=suffix,
+                            keepdims=0)[0]
+        return self.add(op_type, [x], suffix=suffix, axes=axes, keepdims=0)[0]
+
+    def zeros(self, shape: str, suffix: str = "zeros") -> str:
+        """float32 zeros of the run-time shape ``shape`` (a 1-D int64 tensor)."""
+        zero = self.onnx.helper.make_tensor("value", self.onnx.TensorProto.FLOAT, [1], [0.0])
+        return self.add("ConstantOfShape", [shape], suffix=suffix, value=zero)[0]
+
+    def require_opset(self, opset: int, what: str) -> None:
+        """Refuses an export whose opset is below ``opset``, which ``what`` needs."""
+        if self.opset < opset:
+            where = self.node.label if self.node is not None else ""
+            raise CaffeLstmError(f"{what} needs ONNX opset {opset} or newer, the export asks "
+                                 f"for {self.opset}", where, f"pass --opset {opset} or newer")
+
+    def rename(self, old: str, new: str) -> None:
+        """Gives the tensor ``old`` (a node output or an initializer of the current graph) the
+        name ``new``: a facet's result takes the name of the IR value it computes."""
+        for node in reversed(self.parts.nodes):
+            for index, output in enumerate(node.output):
+                if output == old:
+                    node.output[index] = new
+                    return
+        for tensor in self.parts.initializers:
+            if tensor.name == old:
+                tensor.name = new
+                return
+        raise KeyError(f"no node or initializer of this graph makes {old!r}")

@@ -55,6 +55,7 @@ class LSTM(Op):
 
     type = "LSTM"
     tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
+    onnx_missing_reason = "expanded by the recurrent rewrite first"
     param = "recurrent_param"
     recurrent = RecurrentSpec(states=("h", "c"), has_layouts=True)
     expand = staticmethod(expansion.expand_lstm)
@@ -130,6 +131,7 @@ class RNN(Op):
 
     type = "RNN"
     tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
+    onnx_missing_reason = "expanded by the recurrent rewrite first"
     param = "recurrent_param"
     recurrent = RecurrentSpec(states=("h",))
     expand = staticmethod(expansion.expand_rnn)
@@ -234,6 +236,7 @@ class Lstm(Op):
 
     type = "Lstm"
     tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
+    onnx_missing_reason = "expanded by the recurrent rewrite first"
     param = "lstm_param"
     # clip plays cont; no static input; each call starts from zeros (no expose_hidden)
     recurrent = RecurrentSpec(states=("h", "c"), static_bottom=None, exposable=False,
