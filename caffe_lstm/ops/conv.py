@@ -239,9 +239,10 @@ class Im2col(Op):
     def numpy(node: Node, x):
         g = conv_geometry(node, x.shape)
         batched = _batched(x, g.axis)
-        # (B, C, K, *out) with the taps in row-major kernel order, then C and K merged
-        columns = np.stack([tap for _, tap in _taps(_padded(batched, g.pad), g)], axis=2)
-        merged = columns.reshape((batched.shape[0], -1) + columns.shape[3:])
+        # (B, C, *kernel, *out) with the taps in row-major kernel order, then C and K merged
+        out = g.conv_dims(batched.shape[2:])
+        columns = _unfold(_padded(batched, g.pad), g, out)
+        merged = columns.reshape((batched.shape[0], -1) + out)
         return (merged.reshape(x.shape[:g.axis] + merged.shape[1:]),)
 
     @staticmethod
@@ -277,42 +278,67 @@ def _padded(x: np.ndarray, pad: tuple[int, ...]) -> np.ndarray:
     return np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
 
 
-def _taps(padded: np.ndarray, g: ConvGeometry):
-    """(offset, x_tap) for every kernel offset, row-major: x_tap[b, c, *o] is the padded input
-    at o·stride + offset·dilation, i.e. what kernel tap ``offset`` multiplies."""
-    out = g.conv_dims(tuple(n - 2 * p for n, p in zip(padded.shape[2:], g.pad)))
-    for offset in itertools.product(*(range(k) for k in g.kernel)):
-        index = tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
-                      for o, d, s, n in zip(offset, g.dilation, g.stride, out))
-        yield offset, padded[(slice(None), slice(None)) + index]
+#: The most unfolded patches held at once (bytes): convolutions go through the batch in chunks.
+_COLUMN_BUDGET = 64 * 2**20
+
+
+def _unfold(padded: np.ndarray, g: ConvGeometry, out: tuple[int, ...]) -> np.ndarray:
+    """im2col: cols[b, c, *k, *o] = padded[b, c, *(o·stride + k·dilation)], contiguous.
+
+    A strided view of every window (sliding_window_view over the dilated extent, then every
+    stride-th window and every dilation-th tap), copied once in (B, C, *kernel, *out) order.
+    """
+    n = len(out)
+    spatial = tuple(range(2, 2 + n))
+    views = np.lib.stride_tricks.sliding_window_view(padded, g.extent, axis=spatial)
+    picked = views[(slice(None), slice(None))
+                   + tuple(slice(0, s * (o - 1) + 1, s) for s, o in zip(g.stride, out))
+                   + tuple(slice(None, None, d) for d in g.dilation)]
+    order = (0, 1) + tuple(range(2 + n, 2 + 2 * n)) + spatial
+    return np.ascontiguousarray(picked.transpose(order))
+
+
+def _chunks(batch: int, item_bytes: int):
+    """Batch slices whose unfolded patches stay within _COLUMN_BUDGET (at least one item)."""
+    step = max(1, _COLUMN_BUDGET // max(item_bytes, 1))
+    for start in range(0, batch, step):
+        yield slice(start, min(start + step, batch))
 
 
 def _convolve(x: np.ndarray, w: np.ndarray, g: ConvGeometry, group: int) -> np.ndarray:
-    """y[b, m, *o] = Σ_offset Σ_c W[m, c, offset] · x_tap[b, c, *o] within each group: one
-    matrix product per kernel tap keeps memory at the output's size."""
-    m_per, c_per = w.shape[0] // group, w.shape[1]
-    y = np.zeros((x.shape[0], w.shape[0]) + g.conv_dims(x.shape[2:]), np.float32)
-    for offset, tap in _taps(_padded(x, g.pad), g):
-        for k in range(group):
-            outs, ins = slice(k * m_per, (k + 1) * m_per), slice(k * c_per, (k + 1) * c_per)
-            product = np.tensordot(w[(outs, slice(None)) + offset], tap[:, ins], axes=([1], [1]))
-            y[:, outs] += np.moveaxis(product, 0, 1)   # (m, b, *o) -> (b, m, *o)
+    """y[b, m, *o] = Σ_{c, k} W[m, c, k] · cols[b, c, k, *o] within each group: one matrix
+    product (G, M/G, C/G·K) @ (b, G, C/G·K, O) per chunk of the batch over unfolded patches."""
+    out = g.conv_dims(x.shape[2:])
+    padded = _padded(x, g.pad)
+    taps, positions = count(g.kernel), count(out)
+    w_groups = w.reshape(group, w.shape[0] // group, -1)
+    y = np.empty((x.shape[0], w.shape[0]) + out, np.float32)
+    for part in _chunks(x.shape[0], x.shape[1] * taps * positions * 4):
+        cols = _unfold(padded[part], g, out).reshape(-1, group, w_groups.shape[2], positions)
+        y[part] = np.matmul(w_groups, cols).reshape((-1, w.shape[0]) + out)
     return y
 
 
 def _deconvolve(x: np.ndarray, w: np.ndarray, g: ConvGeometry, group: int) -> np.ndarray:
-    """Scatter-add: tap ``offset`` of W[c, m] adds W·x[b, c, *i] at position
-    i·stride + offset·dilation of the uncropped output, which then loses ``pad`` at both ends."""
+    """The transpose of _convolve: cols[b, m, k, *i] = Σ_c W[c, m, k] · x[b, c, *i] by one
+    matrix product (G, M/G·K, C/G) @ (b, G, C/G, I) per chunk of the batch, then col2im: tap k
+    adds cols[:, :, k] at i·stride + k·dilation of the uncropped output, which then loses
+    ``pad`` at both ends."""
     c_per, m_per = x.shape[1] // group, w.shape[1]
-    full_dims = tuple(s * (n - 1) + e for n, s, e in zip(x.shape[2:], g.stride, g.extent))
+    spatial, taps = x.shape[2:], count(g.kernel)
+    full_dims = tuple(s * (n - 1) + e for n, s, e in zip(spatial, g.stride, g.extent))
     full = np.zeros((x.shape[0], m_per * group) + full_dims, np.float32)
-    for offset in itertools.product(*(range(k) for k in g.kernel)):
-        index = tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
-                      for o, d, s, n in zip(offset, g.dilation, g.stride, x.shape[2:]))
-        for k in range(group):
-            ins, outs = slice(k * c_per, (k + 1) * c_per), slice(k * m_per, (k + 1) * m_per)
-            product = np.tensordot(w[(ins, slice(None)) + offset], x[:, ins], axes=([0], [1]))
-            full[(slice(None), outs) + index] += np.moveaxis(product, 0, 1)
+    # (G, C/G, M/G·K) -> (G, M/G·K, C/G)
+    w_groups = w.reshape(group, c_per, m_per * taps).transpose(0, 2, 1)
+    offsets = list(itertools.product(*(range(k) for k in g.kernel)))
+    places = [tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
+                    for o, d, s, n in zip(offset, g.dilation, g.stride, spatial))
+              for offset in offsets]
+    for part in _chunks(x.shape[0], m_per * group * taps * count(spatial) * 4):
+        batch = x[part].reshape(-1, group, c_per, count(spatial))
+        cols = np.matmul(w_groups, batch).reshape((-1, m_per * group, taps) + spatial)
+        for tap, place in enumerate(places):
+            full[(part, slice(None)) + place] += cols[:, :, tap]
     crop = tuple(slice(p, n - p) for p, n in zip(g.pad, full_dims))
     return full[(slice(None), slice(None)) + crop]
 

@@ -157,28 +157,45 @@ def _pooled_dim(node: Node, size: int, kernel: int, stride: int, pad: int,
 # ---- numpy ------------------------------------------------------------------------------------
 
 
-def _windows(x: np.ndarray, g: PoolGeometry, fill: float) -> np.ndarray:
-    """(N, C, OH, OW, kh, kw): every window, positions outside the real input set to ``fill``."""
+def _grown(x: np.ndarray, g: PoolGeometry, fill: float) -> np.ndarray:
+    """x from −pad on, padded with ``fill`` (or cut) to exactly the extent the windows cover:
+    (out − 1)·stride + kernel per spatial axis."""
     widths = []
     for axis in range(2):
         needed = (g.out[axis] - 1) * g.stride[axis] + g.kernel[axis]   # from −pad on
         widths.append((g.pad[axis], needed - g.pad[axis] - x.shape[2 + axis]))
     grown = np.pad(x, [(0, 0), (0, 0)] + [(front, max(back, 0)) for front, back in widths],
                    constant_values=fill)
-    grown = grown[:, :, :grown.shape[2] + min(widths[0][1], 0),
-                  :grown.shape[3] + min(widths[1][1], 0)]   # windows that stop short
-    views = np.lib.stride_tricks.sliding_window_view(grown, g.kernel, axis=(2, 3))
-    return views[:, :, ::g.stride[0], ::g.stride[1]]
+    return grown[:, :, :grown.shape[2] + min(widths[0][1], 0),
+                 :grown.shape[3] + min(widths[1][1], 0)]   # windows that stop short
+
+
+def _window_reduce(x: np.ndarray, g: PoolGeometry, fill: float, ufunc) -> np.ndarray:
+    """ufunc over every window, outside the real input = ``fill``: one strided pass per kernel
+    tap, y = ufunc(y, grown[:, :, i + o·stride_h, j + o·stride_w]) (kh·kw whole-array ops)."""
+    grown = _grown(x, g, fill)
+    if g.out == (1, 1):   # one window (global pooling): one reduction
+        return ufunc.reduce(grown, axis=(2, 3), keepdims=True)
+    result = None
+    for i in range(g.kernel[0]):
+        for j in range(g.kernel[1]):
+            tap = grown[:, :, i:i + (g.out[0] - 1) * g.stride[0] + 1:g.stride[0],
+                        j:j + (g.out[1] - 1) * g.stride[1] + 1:g.stride[1]]
+            if result is None:
+                result = tap.copy()
+            else:
+                ufunc(result, tap, out=result)
+    return result
 
 
 def _max_pool(x: np.ndarray, g: PoolGeometry) -> np.ndarray:
     # padding never wins; a window of padding only gives Caffe's initial −FLT_MAX
-    return np.maximum(_windows(x, g, -np.inf).max(axis=(-2, -1)), _FLT_LOWEST)
+    return np.maximum(_window_reduce(x, g, -np.inf, np.maximum), _FLT_LOWEST)
 
 
 def _ave_pool(x: np.ndarray, g: PoolGeometry) -> np.ndarray:
     # Σ over the real input / the window clipped to the padded input
-    total = _windows(x, g, 0.0).sum(axis=(-2, -1), dtype=np.float32)
+    total = _window_reduce(x.astype(np.float32, copy=False), g, 0.0, np.add)
     divisor = np.outer(g.divisor(0, x.shape[2]), g.divisor(1, x.shape[3]))
     return (total / divisor.astype(np.float32)).astype(np.float32)
 
