@@ -163,6 +163,15 @@ class Convolution(Op):
         layer.pre_padding = layer.post_padding = _nd(g.pad, 0)
         return (_from_trt_layout(ctx, ctx.out(layer, "conv" if nd else ""), x, g, nd),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x: str, w: str, b: str | None = None):
+        # ONNX Conv has Caffe's geometry: ⌊(in + 2·pad − extent) / stride⌋ + 1, W (M, C/G, *k)
+        g = conv_geometry(node, node.inputs[0].shape)
+        batched = _onnx_batched(ctx, x, g)
+        y = ctx.add("Conv", [batched, w] + ([b] if b else []), suffix=_inner(g),
+                    group=node.attrs["group"], **_onnx_geometry(g))[0]
+        return (_onnx_unbatched(ctx, x, y, g),)
+
 
 @register_op
 class Deconvolution(Op):
@@ -214,6 +223,16 @@ class Deconvolution(Op):
         layer.pre_padding = layer.post_padding = _nd(g.pad, 0)
         return (_from_trt_layout(ctx, ctx.out(layer, "deconv" if nd else ""), x, g, nd),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x: str, w: str, b: str | None = None):
+        # ConvTranspose: stride·(in − 1) + output_padding + extent − pad_begin − pad_end with
+        # output_padding 0 is Caffe's size; its W is (C, M/G, *k), Caffe's blob order
+        g = conv_geometry(node, node.inputs[0].shape)
+        batched = _onnx_batched(ctx, x, g)
+        y = ctx.add("ConvTranspose", [batched, w] + ([b] if b else []), suffix=_inner(g),
+                    group=node.attrs["group"], **_onnx_geometry(g))[0]
+        return (_onnx_unbatched(ctx, x, y, g),)
+
 
 @register_op
 class Im2col(Op):
@@ -263,6 +282,22 @@ class Im2col(Op):
         layer.stride_nd, layer.dilation_nd = _nd(g.stride, 1), _nd(g.dilation, 1)
         layer.pre_padding = layer.post_padding = _nd(g.pad, 0)
         return (_from_trt_layout(ctx, ctx.out(layer, "im2col" if nd else ""), x, g, nd),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x: str):
+        # as for TensorRT: Conv with group = C and a one-hot kernel per tap, output channel
+        # c·K + k = 1 · tap k of channel c (+ 0 · the other taps: exact for finite inputs)
+        g = conv_geometry(node, node.inputs[0].shape)
+        channels, taps = ctx.static_dim(node.inputs[0], g.axis), count(g.kernel)
+        if channels is None:
+            raise shape_error(node, "the channel axis is not fixed in the ONNX export",
+                              "the one-hot kernel needs it: keep the channels fixed")
+        one_hot = np.eye(taps, dtype=np.float32).reshape((taps, 1) + g.kernel)
+        kernel = ctx.constant(np.tile(one_hot, (channels, 1) + (1,) * len(g.kernel)), "one_hot")
+        batched = _onnx_batched(ctx, x, g)
+        y = ctx.add("Conv", [batched, kernel], suffix=_inner(g), group=channels,
+                    **_onnx_geometry(g))[0]
+        return (_onnx_unbatched(ctx, x, y, g),)
 
 
 # ---- numpy ------------------------------------------------------------------------------------
@@ -341,6 +376,59 @@ def _deconvolve(x: np.ndarray, w: np.ndarray, g: ConvGeometry, group: int) -> np
             full[(part, slice(None)) + place] += cols[:, :, tap]
     crop = tuple(slice(p, n - p) for p, n in zip(g.pad, full_dims))
     return full[(slice(None), slice(None)) + crop]
+
+
+# ---- ONNX -------------------------------------------------------------------------------------
+
+#: Slice's "to the end" bound.
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _onnx_geometry(g: ConvGeometry) -> dict:
+    """Conv/ConvTranspose attributes; ``pads`` lists every axis's begin, then every end."""
+    return {"kernel_shape": list(g.kernel), "strides": list(g.stride),
+            "dilations": list(g.dilation), "pads": list(g.pad) * 2}
+
+
+def _inner(g: ConvGeometry) -> str:
+    """The suffix of the convolution node: none when it makes the top itself (axis 1)."""
+    return "" if g.axis == 1 else "conv"
+
+
+def _onnx_dims(ctx, x: str, start: int, end: int | None = None, suffix: str = "dims") -> str:
+    """The int64 dims [start, end) of x at run time (Shape with start/end from opset 15)."""
+    if ctx.opset >= 15:
+        bounds = {"start": start} | ({"end": end} if end is not None else {})
+        return ctx.add("Shape", [x], suffix=suffix, **bounds)[0]
+    shape = ctx.add("Shape", [x], suffix=f"{suffix}_all")[0]
+    stop = ctx.ints([_INT64_MAX if end is None else end], "end")
+    return ctx.add("Slice", [shape, ctx.ints([start], "start"), stop], suffix=suffix)[0]
+
+
+def _onnx_batched(ctx, x: str, g: ConvGeometry) -> str:
+    """x as (B, C, *spatial) for Conv: unchanged for axis 1, a leading 1 for axis 0, the axes
+    before the channel axis merged otherwise (B symbolic: a Reshape to [−1, dims from axis])."""
+    ctx.require_opset(13, "a convolution on axis 0 (Unsqueeze/Squeeze with axes inputs)")
+    if g.axis == 1:
+        return x
+    if g.axis == 0:
+        return ctx.add("Unsqueeze", [x, ctx.ints([0], "axis0")], suffix="batch")[0]
+    tail = _onnx_dims(ctx, x, g.axis, suffix="tail_dims")
+    shape = ctx.add("Concat", [ctx.ints([-1], "minus_one"), tail], suffix="batch_shape",
+                    axis=0)[0]
+    return ctx.add("Reshape", [x, shape], suffix="batch")[0]
+
+
+def _onnx_unbatched(ctx, x: str, y: str, g: ConvGeometry) -> str:
+    """The inverse of _onnx_batched on the output: x's leading axes back."""
+    if g.axis == 1:
+        return y
+    if g.axis == 0:
+        return ctx.add("Squeeze", [y, ctx.ints([0], "axis0")])[0]
+    lead = _onnx_dims(ctx, x, 0, g.axis, suffix="lead_dims")
+    rest = _onnx_dims(ctx, y, 1, suffix="out_dims")
+    shape = ctx.add("Concat", [lead, rest], suffix="out_shape", axis=0)[0]
+    return ctx.add("Reshape", [y, shape])[0]
 
 
 # ---- TensorRT ---------------------------------------------------------------------------------

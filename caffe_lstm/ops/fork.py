@@ -52,6 +52,10 @@ class Permute(Op):
     def tensorrt(ctx, node: Node, x):
         return (_trt_transpose(ctx, x, _full_order(node, len(x.shape))),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x: str):
+        return (ctx.add("Transpose", [x], perm=_full_order(node, len(node.inputs[0].shape)))[0],)
+
 
 def _full_order(node: Node, rank: int) -> list[int]:
     """``order`` (each axis < rank, no repeats) followed by the axes it does not list."""
@@ -86,6 +90,10 @@ class Transpose(Op):
     @staticmethod
     def tensorrt(ctx, node: Node, x):
         return (_trt_transpose(ctx, x, node.attrs["dim"]),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x: str):
+        return (ctx.add("Transpose", [x], perm=list(node.attrs["dim"]))[0],)
 
 
 @register_op
@@ -128,6 +136,19 @@ class Reverse(Op):
             layer.set_input(2, size)
         return (ctx.out(layer),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x: str):
+        # Slice with step −1 on the axis only: start −1 (the last element), end below −dim
+        # (clamped to "before element 0"), so any size, fixed or symbolic, is flipped whole
+        axis = node.attrs["axis"]
+        inputs = [ctx.ints([-1], "start"), ctx.ints([_INT64_MIN], "end"), ctx.ints([axis], "axis"),
+                  ctx.ints([-1], "step")]
+        return (ctx.add("Slice", [x, *inputs])[0],)
+
+
+#: Slice's "past the beginning" bound for a negative step.
+_INT64_MIN = int(np.iinfo(np.int64).min)
+
 
 @register_op
 class ContinuationIndicator(Op):
@@ -162,3 +183,9 @@ class ContinuationIndicator(Op):
     @staticmethod
     def tensorrt(ctx, node: Node):
         return (ctx.constant(ContinuationIndicator.numpy(node)[0], ""),)
+
+    @staticmethod
+    def onnx(ctx, node: Node):
+        # a constant: T and N are the layer's own attributes, never the data's
+        cont = ctx.constant(ContinuationIndicator.numpy(node)[0], "value")
+        return (ctx.add("Identity", [cont])[0],)

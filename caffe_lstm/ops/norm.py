@@ -85,6 +85,53 @@ class BatchNorm(Op):
         scaled = ctx.out(ctx.network.add_elementwise(x, scale, ops.PROD), "scaled")
         return (ctx.out(ctx.network.add_elementwise(scaled, shift, ops.SUM)),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x: str, mean: str, variance: str, factor: str):
+        # y = (x − μ) / √(σ² + eps), the numpy facet's float32 operations in the same order;
+        # the blobs stay Caffe's initializers and μ, σ² are computed from them in the graph
+        rank = len(node.inputs[0].shape)
+        if node.attrs["use_global_stats"]:
+            mu, var = _onnx_stored_statistics(ctx, rank, mean, variance, factor)
+        else:
+            mu, var = _onnx_batch_statistics(ctx, x, rank)
+        eps = ctx.constant(np.array(node.attrs["eps"], np.float32), "eps")
+        centered = ctx.add("Sub", [x, mu], suffix="centered")[0]
+        shifted = ctx.add("Add", [var, eps], suffix="variance_eps")[0]
+        std = ctx.add("Sqrt", [shifted], suffix="std")[0]
+        return (ctx.add("Div", [centered, std])[0],)
+
+
+def _onnx_stored_statistics(ctx, rank: int, mean: str, variance: str,
+                            factor: str) -> tuple[str, str]:
+    """μ = mean · s, σ² = variance · s with s = 0 if factor = 0 else 1 / factor (Caffe), both
+    shaped (1, C, 1, …) to broadcast."""
+    zero = ctx.constant(np.zeros(1, np.float32), "zero")
+    is_zero = ctx.add("Equal", [factor, zero], suffix="factor_is_zero")[0]
+    inverse = ctx.add("Reciprocal", [factor], suffix="inverse_factor")[0]
+    s = ctx.add("Where", [is_zero, zero, inverse], suffix="scale_factor")[0]
+    shape = ctx.ints([1, -1] + [1] * (rank - 2) if rank > 1 else [-1], "channel_shape")
+    stats = []
+    for blob, what in ((mean, "mean"), (variance, "variance")):
+        scaled = ctx.add("Mul", [blob, s], suffix=f"{what}_scaled")[0]
+        stats.append(ctx.add("Reshape", [scaled, shape], suffix=what)[0])
+    return stats[0], stats[1]
+
+
+def _onnx_batch_statistics(ctx, x: str, rank: int) -> tuple[str, str]:
+    """The batch's μ and biased σ² = E[(x − μ)²] over every axis but 1, kept as size 1."""
+    axes = [a for a in range(rank) if a != 1]
+    mu = _onnx_reduce_mean(ctx, x, axes, "batch_mean")
+    centered = ctx.add("Sub", [x, mu], suffix="batch_centered")[0]
+    square = ctx.add("Mul", [centered, centered], suffix="batch_square")[0]
+    return mu, _onnx_reduce_mean(ctx, square, axes, "batch_variance")
+
+
+def _onnx_reduce_mean(ctx, x: str, axes: list[int], suffix: str) -> str:
+    """ReduceMean keeping dims: axes an attribute up to opset 17, an input from 18."""
+    if ctx.opset >= 18:
+        return ctx.add("ReduceMean", [x, ctx.ints(axes, "axes")], suffix=suffix, keepdims=1)[0]
+    return ctx.add("ReduceMean", [x], suffix=suffix, axes=axes, keepdims=1)[0]
+
 
 def _stored_statistics(mean: np.ndarray, variance: np.ndarray,
                        factor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -154,3 +201,13 @@ class PReLU(Op):
         rank = len(x.shape)
         shaped = slope.reshape((1,) * rank) if slope.ndim == 0 else _per_channel(slope, rank)
         return (ctx.out(ctx.network.add_parametric_relu(x, ctx.constant(shaped, "slope"))),)
+
+    @staticmethod
+    def onnx(ctx, node: Node, x: str, slope: str):
+        # PRelu: x < 0 ? slope·x : x, the slope broadcast from the right: a shared scalar as
+        # it is, a (C) blob reshaped to (C, 1, …) (rank − 1 axes)
+        rank = len(node.inputs[0].shape)
+        if not node.attrs["channel_shared"] and rank > 2:
+            shape = ctx.ints([-1] + [1] * (rank - 2), "slope_shape")
+            slope = ctx.add("Reshape", [slope, shape], suffix="slope")[0]
+        return (ctx.add("PRelu", [x, slope])[0],)

@@ -91,6 +91,13 @@ class Pooling(Op):
             return (ctx.out(ctx.network.add_reduce(x, op, 0b1100, True)),)
         return (_trt_window_pool(ctx, node, x),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x: str):
+        is_max = node.attrs["pool"] == "MAX"
+        if node.attrs["global_pooling"]:   # the whole H×W, divided by H·W: exact, dynamic
+            return (ctx.add("GlobalMaxPool" if is_max else "GlobalAveragePool", [x])[0],)
+        return (_onnx_window_pool(ctx, node, x, is_max),)
+
 
 def pool_geometry(node: Node, x: Shape) -> PoolGeometry:
     """Kernel, stride, pad and output dims, with pooling_layer.cpp's checks."""
@@ -231,6 +238,57 @@ def _trt_window_pool(ctx, node: Node, x):
                                                ctx.trt.ElementWiseOperation.PROD))
 
 
+# ---- ONNX -------------------------------------------------------------------------------------
+
+
+def _post_pads(g: PoolGeometry, sizes: tuple[int, int]) -> tuple[int, ...]:
+    """The padding after the input that makes the last window Caffe's:
+    post = (out − 1)·stride + kernel − in − pad (≤ 0: the windows stop short of the end)."""
+    return tuple((o - 1) * s + k - n - p
+                 for n, k, s, p, o in zip(sizes, g.kernel, g.stride, g.pad, g.out))
+
+
+def _onnx_window_pool(ctx, node: Node, x: str, is_max: bool) -> str:
+    """MaxPool/AveragePool with ceil_mode 0 and pads [pad, max(post, 0)]: then
+    ⌊(in + pad + post − kernel) / stride⌋ + 1 = Caffe's output size and every window lies in
+    the padded input. MAX ignores the padding (as Caffe). AVE with count_include_pad divides
+    every window by kh·kw, so y = avg · (kh·kw / d) with d Caffe's divisor (the window clipped
+    to [−pad, in + pad)), a constant map multiplied only where it is not 1.
+
+    onnxruntime refuses pads ≥ kernel, which a window starting past the input (pad 0,
+    stride > kernel) needs: then an explicit Pad (with −FLT_MAX for MAX, Caffe's initial value,
+    or 0) and a pool without pads."""
+    sizes = tuple(ctx.static_dim(node.inputs[0], axis) for axis in (2, 3))
+    if None in sizes:
+        raise shape_error(node, "H or W is not fixed in the ONNX export",
+                          "Caffe's pooled size depends on them: keep them fixed")
+    g = pool_geometry(node, tuple(node.inputs[0].shape))
+    post = tuple(max(q, 0) for q in _post_pads(g, sizes))
+    pads = list(g.pad) + list(post)
+    attrs = {"kernel_shape": list(g.kernel), "strides": list(g.stride), "ceil_mode": 0}
+    if all(q < k for q, k in zip(post, g.kernel)):
+        attrs["pads"] = pads
+    else:
+        fill = np.array(_FLT_LOWEST if is_max else 0, np.float32)
+        x = ctx.add("Pad", [x, ctx.ints([0, 0] + pads[:2] + [0, 0] + pads[2:], "pads"),
+                            ctx.constant(fill, "fill")], suffix="pad")[0]
+    if is_max:
+        return ctx.add("MaxPool", [x], **attrs)[0]
+    with np.errstate(divide="ignore"):
+        factor = np.float32(g.kernel[0] * g.kernel[1]) / _ave_divisor(g, sizes)
+    if np.all(factor == 1):
+        return ctx.add("AveragePool", [x], count_include_pad=1, **attrs)[0]
+    mean = ctx.add("AveragePool", [x], suffix="pool", count_include_pad=1, **attrs)[0]
+    divisor = ctx.constant(factor.reshape((1, 1) + factor.shape), "divisor")
+    return ctx.add("Mul", [mean, divisor])[0]
+
+
+def _ave_divisor(g: PoolGeometry, sizes: tuple[int, int]) -> np.ndarray:
+    """Caffe's (OH, OW) divisor map as float32 (0 or negative for windows past the padded
+    input, as Caffe computes them: kh·kw / d is then inf or negative, Σ = 0 gives nan/−0)."""
+    return np.outer(g.divisor(0, sizes[0]), g.divisor(1, sizes[1])).astype(np.float32)
+
+
 # ---- LRN --------------------------------------------------------------------------------------
 
 NORM_REGIONS = ("ACROSS_CHANNELS", "WITHIN_CHANNEL")
@@ -287,10 +345,38 @@ class LRN(Op):
             return (ctx.out(ctx.network.add_lrn(x, size, alpha, beta, k)),)
         return (_trt_lrn_by_pooling(ctx, node, x, across),)
 
+    @staticmethod
+    def onnx(ctx, node: Node, x: str):
+        size, alpha, beta, k = (node.attrs[a] for a in ("local_size", "alpha", "beta", "k"))
+        if node.attrs["norm_region"] == "ACROSS_CHANNELS":
+            # ONNX LRN: x / (bias + α/size · Σ x²)^β over channels [c − ⌊(size−1)/2⌋,
+            # c + ⌈(size−1)/2⌉], zero outside: Caffe's α/n scaling and (odd n) centred window
+            return (ctx.add("LRN", [x], size=size, alpha=float(alpha), beta=float(beta),
+                            bias=float(k))[0],)
+        return (_onnx_lrn_within_channel(ctx, node, x),)
+
 
 def _lrn_shift(node: Node) -> np.float32:
     """k across channels; 1 within a channel (lrn_layer.cpp's power layer has shift 1)."""
     return np.float32(node.attrs["k"] if node.attrs["norm_region"] == "ACROSS_CHANNELS" else 1)
+
+
+def _onnx_lrn_within_channel(ctx, node: Node, x: str) -> str:
+    """y = x · (1 + α · mean_{n×n} x²)^−β: the mean by AveragePool over the zero-padded
+    square (pads (n − 1)/2, stride 1, count_include_pad: every window is whole, so ÷ n²)."""
+    size, half = node.attrs["local_size"], (node.attrs["local_size"] - 1) // 2
+    square = ctx.add("Mul", [x, x], suffix="square")[0]
+    mean = ctx.add("AveragePool", [square], suffix="mean", kernel_shape=[size, size],
+                   pads=[half] * 4, strides=[1, 1], count_include_pad=1)[0]
+
+    def scalar(value: float, name: str) -> str:
+        return ctx.constant(np.array(value, np.float32), name)
+
+    scaled = ctx.add("Mul", [mean, scalar(node.attrs["alpha"], "alpha")], suffix="scaled")[0]
+    scale = ctx.add("Add", [scaled, scalar(_lrn_shift(node), "shift")], suffix="scale")[0]
+    factor = ctx.add("Pow", [scale, scalar(-node.attrs["beta"], "minus_beta")],
+                     suffix="factor")[0]
+    return ctx.add("Mul", [x, factor])[0]
 
 
 def _trt_lrn_by_pooling(ctx, node: Node, x, across: bool):
