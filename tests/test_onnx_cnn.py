@@ -300,3 +300,35 @@ def test_continuation_indicator_is_a_constant():
     model = check("ContinuationIndicator", {"time_step": 4, "batch_size": 3}, [])
     (cont,) = run_onnx(model, [])
     np.testing.assert_array_equal(cont, np.r_[np.zeros((1, 3)), np.ones((3, 3))])
+
+
+# ---- every facet at the ends of the exporter's opset range -------------------------------------
+
+
+@pytest.mark.parametrize("opset", [13, 21])
+@pytest.mark.parametrize("op_type,attrs,shape,weights", [
+    ("Convolution", conv_attrs(num_output=4, axis=2, pad=[1], stride=[2]), (2, 3, 6, 7, 5),
+     [(4, 6, 3, 3), (4,)]),
+    ("Deconvolution", conv_attrs(num_output=4, group=2, stride=[2]), (2, 6, 4, 5),
+     [(6, 2, 3, 3), (4,)]),
+    ("Im2col", conv_attrs(stride=[2]), (1, 2, 5, 6), []),
+    ("Pooling", pool_attrs("AVE", kernel_size=3, stride=2, pad=1), (2, 3, 8, 7), []),
+    ("Pooling", pool_attrs("MAX", kernel_size=1, stride=3), (2, 3, 5, 7), []),
+    ("LRN", {"local_size": 3, "alpha": 1.0, "beta": 0.75, "k": 2.0,
+             "norm_region": "WITHIN_CHANNEL"}, (2, 3, 5, 4), []),
+    ("PReLU", {"channel_shared": False}, (2, 3, 4), [(3,)]),
+    ("Reverse", {"axis": 0}, (5, 2, 3), []),
+    ("Permute", {"order": [1, 0]}, (5, 2, 3), []),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_opset_range(op_type, attrs, shape, weights, opset):
+    arrays = [rand(*s) for s in weights]
+    check(op_type, attrs, [rand(*shape)], arrays, opset=opset, symbolic=(0,),
+          feed=[rand(3, *shape[1:])])
+
+
+@pytest.mark.parametrize("opset", [13, 21])
+@pytest.mark.parametrize("global_stats", [True, False])
+def test_batch_norm_opset_range(opset, global_stats):
+    attrs = {"use_global_stats": global_stats, "eps": 1e-5}
+    check("BatchNorm", attrs, [rand(4, 3, 2, 2)], stats(3, 2.0), opset=opset, symbolic=(0,),
+          feed=[rand(2, 3, 2, 2)])
