@@ -15,7 +15,7 @@ PROMISED = ["InnerProduct", "Embed", "Eltwise", "Scale", "Bias", "Slice", "Conca
             "ELU", "AbsVal", "BNLL", "Exp", "Log", "Clip", "Crop", "ArgMax", "Permute",
             "Transpose", "Reverse", "ContinuationIndicator",
             # issue 13: the layers real recurrent nets still missed
-            "LSTMUnit", "CTCGreedyDecoder"]
+            "LSTMUnit", "CTCGreedyDecoder", "DenseBlock"]
 
 
 def test_promised_types_are_registered():

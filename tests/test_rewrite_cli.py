@@ -38,7 +38,7 @@ MASTER_TYPES = {t for t in V1_TYPES.values() if t} | {
 NOT_IN_UNROLLED = {"Loop", "LSTM", "RNN", "Lstm"}
 #: Fork layer types a corpus net may keep in its unrolled form: they are not recurrent and
 #: upstream Caffe has no equivalent (a Permute is an axis transpose, which master cannot express).
-FORK_TYPES = {"Permute", "Transpose", "Reverse", "ContinuationIndicator"}
+FORK_TYPES = {"Permute", "Transpose", "Reverse", "ContinuationIndicator", "CTCGreedyDecoder"}
 
 #: Corpus nets cut to their LSTM part with --outputs, to keep each case to a few seconds: most
 #: cut layers are vocabulary-sized (N·vocab outputs, or 72701×2048 weights).
@@ -329,6 +329,13 @@ layer { name: "rnn" type: "RNN" bottom: "x" bottom: "cont" top: "o"
         recurrent_param { num_output: 3 } }
 layer { name: "fork" type: "Lstm" bottom: "seq" top: "fork"
         lstm_param { num_output: 2 batch_size: 2 } }
+layer { name: "unit_in" type: "Input" top: "c_prev" top: "gates" top: "unit_cont"
+        input_param { shape { dim: 1 dim: 2 dim: 3 } shape { dim: 1 dim: 2 dim: 12 }
+                      shape { dim: 1 dim: 2 } } }
+layer { name: "unit" type: "LSTMUnit" bottom: "c_prev" bottom: "gates" bottom: "unit_cont"
+        top: "c_next" top: "h_next" }
+layer { name: "ctc" type: "CTCGreedyDecoder" bottom: "h" top: "decoded"
+        ctc_decoder_param { blank_index: 2 ctc_merge_repeated: false } }
 layer { name: "silence" type: "Silence" bottom: "k1" bottom: "k2" }
 """
 
@@ -370,6 +377,9 @@ layer { name: "reverse" type: "Reverse" bottom: "transpose" top: "reverse"
         reverse_param { axis: 2 } }
 layer { name: "indicator" type: "ContinuationIndicator" top: "cont"
         continuation_indicator_param { time_step: 5 batch_size: 2 } }
+layer { name: "dense" type: "DenseBlock" bottom: "conv" top: "dense"
+        denseblock_param { numTransition: 2 initChannel: 4 growthRate: 3 use_BC: true
+                           use_dropout: true dropout_amount: 0.2 } }
 """
 
 

@@ -20,6 +20,7 @@ from caffe_lstm.ops import norm  # noqa: F401  BatchNorm, PReLU
 # fork: Permute, Transpose, Reverse, ContinuationIndicator
 from caffe_lstm.ops import fork  # noqa: F401
 from caffe_lstm.ops import ctc  # noqa: F401  CTCGreedyDecoder (caffe_ocr)
+from caffe_lstm.ops import dense_block  # noqa: F401  DenseBlock (caffe_ocr)
 
 __all__ = ["Op", "RecurrentSpec", "get_op", "recurrent_spec", "recurrent_types", "register_op",
            "registered_types"]
