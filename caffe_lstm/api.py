@@ -164,14 +164,19 @@ class Net:
 
     def verify(self, inputs: Inputs = None, *, seed: int = 0, engine: str | Path | None = None,
                runtime: str = "auto", fp16: bool = False, tensorrt: bool = True,
-               atol: float = 1e-5, rtol: float = 1e-4) -> Verification:
+               atol: float = 1e-5, rtol: float = 1e-4,
+               onnxruntime: bool | None = None) -> Verification:
         """Compares the recurrent equations, output by output, with the rewritten graph, the
-        emitted TensorRT network (evaluated on the CPU: no GPU needed) and, with ``engine`` on
+        emitted TensorRT network (evaluated on the CPU: no GPU needed), the exported ONNX model
+        run by onnxruntime (``onnxruntime``; None: when it imports) and, with ``engine`` on
         a GPU, the engine. Returns the report; ``report.ok`` says whether all agree."""
         graph, feeds = self._fed_graph(inputs, seed)
         reference = _executor(graph).run(feeds)
         report = Verification(atol, rtol)
-        for title, candidate in self._candidates(report, feeds, engine, runtime, fp16, tensorrt):
+        candidates = self._candidates(report, feeds, engine, runtime, fp16, tensorrt)
+        if _wants_onnxruntime(onnxruntime):
+            candidates.append(self._onnx_candidate(feeds))
+        for title, candidate in candidates:
             report.results.append((title, compare_outputs(reference, candidate(), atol, rtol)))
         return report
 
@@ -240,6 +245,63 @@ class Net:
                 tmp.write_bytes(plan)
         return Engine(plan, trt_runtime.name, fp16, [v.name for v in graph.inputs],
                       [v.name for v in graph.outputs], time.perf_counter() - started)
+
+    # ---- ONNX: export and onnxruntime -----------------------------------------------------------
+
+    def export_onnx(self, path: str | Path | None, *, opset: int = 17,
+                    shapes: Mapping[str, Profile] | None = None,
+                    state: str = "auto") -> OnnxExport:
+        """Writes the rewritten net as an ONNX model: each recurrent layer one ``Scan``, its
+        input projection one MatMul before it, inputs and outputs named after the Caffe blobs.
+
+        Args:
+            path: the .onnx file (atomically; initializers of 2 GiB or more go to
+                ``<path>.data`` beside it); None: only return the model bytes.
+            opset: the ONNX opset, 13 to 21.
+            shapes: input name -> (min, opt, max) shapes: the dims that vary become symbolic
+                (``<input>_dim<axis>``); the ranges are checked against the layers first.
+            state: ``"zero"``, ``"io"`` or ``"auto"`` (io when a cont could be 1 at t = 0).
+        """
+        from caffe_lstm.backends.onnx.exporter import build_model, check_opset, save_model
+
+        check_opset(opset)
+        self._require_weights("export to ONNX")
+        graph, profiles = self._onnx_graph(shapes, state)
+        model, keep_alive = build_model(graph, opset, profiles)
+        data = save_model(model, path) if path is not None else None
+        return OnnxExport(None if path is None else Path(path), data, opset,
+                          _onnx_dims(model.graph.input), _onnx_dims(model.graph.output),
+                          len(model.graph.node),
+                          model.SerializeToString() if path is None else None)
+
+    def run_onnxruntime(self, inputs: Inputs = None, *, seed: int = 0, state: str = "zero",
+                        model: str | Path | None = None) -> dict[str, np.ndarray]:
+        """Runs the net with onnxruntime on the inputs ``run`` takes: the model file ``model``
+        (from ``export_onnx``), or the net exported in memory for these inputs' shapes."""
+        from caffe_lstm.backends.onnx.runtime import require_onnxruntime, run_model
+
+        require_onnxruntime()
+        net = self._stated(state)
+        graph, feeds = net._fed_graph(inputs, seed)
+        if model is not None:
+            return run_model(Path(model), feeds, str(model))
+        fed = Net(graph, self.prototxt, self.weights, list(self.missing_weights))
+        return run_model(fed.export_onnx(None, state="zero").model, feeds)  # io: already in
+
+    def _onnx_graph(self, shapes: Mapping[str, Profile] | None,
+                    state: str) -> tuple[Graph, dict[str, Profile]]:
+        """The rewritten graph to export (with --state io's inputs and outputs when asked) and
+        the shape profiles checked against its layers."""
+        net = self._stated("io" if state == "auto" and self.needs_state_io else
+                           ("zero" if state == "auto" else state))
+        profiles = _profiles(net.graph, dict(shapes or {}))
+        _check_profiles(net.graph, profiles)
+        return _rewrite(net.graph), profiles
+
+    def _onnx_candidate(self, feeds: dict) -> tuple[str, Callable]:
+        """(title, run) of ``verify``'s onnxruntime column: the net exported for the feeds'
+        shapes, run by onnxruntime."""
+        return ("ONNX model (onnxruntime)", lambda: self.run_onnxruntime(feeds))
 
     # ---- weights ------------------------------------------------------------------------------
 
@@ -377,6 +439,28 @@ class Verification:
 
 
 @dataclass
+class OnnxExport:
+    """An exported ONNX model: where it went and what it declares.
+
+    Attributes:
+        path: the .onnx file (None: not written, see ``model``).
+        data: the external-data file beside it (initializers of 2 GiB or more), or None.
+        opset: the default-domain opset.
+        inputs, outputs: name -> dims (ints, or the names of symbolic dims).
+        nodes: the number of nodes of the main graph (a Scan body counts as one).
+        model: the serialized model when no path was given.
+    """
+
+    path: Path | None
+    data: Path | None
+    opset: int
+    inputs: dict[str, tuple[int | str, ...]]
+    outputs: dict[str, tuple[int | str, ...]]
+    nodes: int
+    model: bytes | None = None
+
+
+@dataclass
 class Engine:
     """A built engine: the serialized plan and what it was built as."""
 
@@ -420,6 +504,14 @@ def write_dot_file(text: str, path: str | Path, svg: Path | None = None) -> None
         render_svg(Path(path), svg)
 
 
+def require_onnxruntime() -> str:
+    """onnxruntime's version; a one-line error with the install hint when it cannot be
+    imported (checked before any work)."""
+    from caffe_lstm.backends.onnx.runtime import require_onnxruntime as require
+
+    return require()
+
+
 def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,
                runtime: str = "auto") -> dict[str, np.ndarray]:
     """Runs a serialized engine once on a GPU, through NVIDIA Polygraphy's TrtRunner; inputs
@@ -431,6 +523,24 @@ def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,
 
 
 # ---- module helpers ------------------------------------------------------------------------------
+
+
+def _wants_onnxruntime(choice: bool | None) -> bool:
+    """verify's onnxruntime column: asked for (True: onnxruntime must import), refused, or
+    None: when it imports."""
+    from caffe_lstm.backends.onnx.runtime import onnxruntime_available
+
+    if choice is None:
+        return onnxruntime_available()
+    if choice:
+        require_onnxruntime()
+    return choice
+
+
+def _onnx_dims(infos) -> dict[str, tuple[int | str, ...]]:
+    """name -> dims of ONNX ValueInfoProtos (a symbolic dim by its name, "?" unnamed)."""
+    return {info.name: tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                             for d in info.type.tensor_type.shape.dim) for info in infos}
 
 
 def _executor(graph: Graph):

@@ -49,7 +49,8 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool,
         max_memory: int | None) -> None:
-    """Take Caffe nets with LSTM/RNN layers to TensorRT: inspect, run, rewrite, convert."""
+    """Take Caffe nets with LSTM/RNN layers to TensorRT and ONNX: inspect, run, rewrite,
+    convert, export."""
     ctx.obj = GlobalOptions(verbose=verbose, quiet=quiet, debug=debug)
     if max_memory is not None:
         ctx.with_resource(memory_limit(max_memory))  # for this command only
@@ -67,4 +68,5 @@ from caffe_lstm.cli import verify as _verify  # noqa: E402,F401
 from caffe_lstm.cli import dot as _dot  # noqa: E402,F401
 from caffe_lstm.cli import rewrite as _rewrite  # noqa: E402,F401
 from caffe_lstm.cli import convert as _convert  # noqa: E402,F401
+from caffe_lstm.cli import export as _export  # noqa: E402,F401
 from caffe_lstm.cli import weights as _weights  # noqa: E402,F401

@@ -36,6 +36,12 @@ def _shapes_option(ctx: click.Context, param: click.Parameter, values: tuple[str
     return dict(parse_shape(value) for value in values)
 
 
+def shapes_option(help_text: str):
+    """--shape NAME:MIN:OPT:MAX (repeatable), parsed into {name: (min, opt, max)}."""
+    return click.option("--shape", "shapes", multiple=True, callback=_shapes_option,
+                        metavar="NAME:MIN:OPT:MAX", help=help_text)
+
+
 @cli.command()
 @net_argument
 @weights_option(required=True)
@@ -46,9 +52,7 @@ def _shapes_option(ctx: click.Context, param: click.Parameter, values: tuple[str
               help="auto: tensorrt when it imports and a GPU is present, else TensorRT for RTX.")
 @click.option("--fp16", is_flag=True,
               help="Compute in float16 (explicit casts; I/O stays float32).")
-@click.option("--shape", "shapes", multiple=True, callback=_shapes_option,
-              metavar="NAME:MIN:OPT:MAX",
-              help="Make an input dynamic, e.g. data:1x1x64:20x1x64:400x1x64 (repeatable).")
+@shapes_option("Make an input dynamic, e.g. data:1x1x64:20x1x64:400x1x64 (repeatable).")
 @click.option("--state", "recurrent_state", type=click.Choice(["auto", "zero", "io"]),
               default="auto",
               show_default=True,

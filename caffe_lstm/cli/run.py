@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from caffe_lstm import api
 from caffe_lstm.cli import cli
 from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
                                     pass_options, selection_options, state_option,
@@ -22,10 +23,15 @@ from caffe_lstm.files import save_npz
 @state_option
 @click.option("--original", is_flag=True,
               help="Execute recurrent layers from their equations instead of the rewritten graph.")
-@click.option("--backend", type=click.Choice(["numpy", "tensorrt"]), default="numpy",
-              show_default=True, help="numpy on the CPU, or a built engine on a GPU (--engine).")
+@click.option("--backend", type=click.Choice(["numpy", "tensorrt", "onnxruntime"]),
+              default="numpy", show_default=True,
+              help="numpy on the CPU, a built engine on a GPU (--engine), or an ONNX model with "
+                   "onnxruntime (--onnx; without it the net is exported in memory).")
 @click.option("--engine", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The engine for --backend tensorrt (from `caffe-lstm convert`).")
+@click.option("--onnx", "onnx_model", type=click.Path(exists=True, dir_okay=False,
+                                                      path_type=Path),
+              help="The ONNX model for --backend onnxruntime (from `caffe-lstm export`).")
 @click.option("--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]),
               default="auto", show_default=True, help="The runtime the engine was built for.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
@@ -33,8 +39,8 @@ from caffe_lstm.files import save_npz
 @pass_options
 def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: str,
         stages: tuple[str, ...], inputs_path: Path | None, seed: int, recurrent_state: str,
-        original: bool, backend: str, engine: Path | None, runtime: str,
-        output: Path | None) -> None:
+        original: bool, backend: str, engine: Path | None, onnx_model: Path | None,
+        runtime: str, output: Path | None) -> None:
     """Run the net with numpy (or an engine on a GPU); print or save its outputs.
 
     By default the rewritten graph runs (primitive layers and loops). Each run is one Caffe
@@ -42,10 +48,17 @@ def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: s
     """
     if backend == "tensorrt" and engine is None:
         raise click.UsageError("--backend tensorrt needs --engine MODEL.engine")
+    if onnx_model is not None and backend != "onnxruntime":
+        raise click.UsageError("--onnx goes with --backend onnxruntime")
+    if backend == "onnxruntime":
+        api.require_onnxruntime()  # a missing onnxruntime fails before the net is read
     loaded = load(net, weights, outputs, phase, stages)
     if backend == "tensorrt":
         results = loaded.run_engine(engine, inputs_path, seed=seed, state=recurrent_state,
                                     runtime=runtime)
+    elif backend == "onnxruntime":
+        results = loaded.run_onnxruntime(inputs_path, seed=seed, state=recurrent_state,
+                                         model=onnx_model)
     else:
         results = loaded.run(inputs_path, seed=seed, original=original, state=recurrent_state)
     if output is not None:

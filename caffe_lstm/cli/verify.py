@@ -27,14 +27,18 @@ from caffe_lstm.errors import VerificationError
 @click.option("--fp16", is_flag=True, help="Check the TensorRT network emitted in float16.")
 @click.option("--trt/--no-trt", "with_trt", default=True, show_default=True,
               help="Check the emitted TensorRT network on the CPU when TensorRT is installed.")
+@click.option("--onnxruntime/--no-onnxruntime", "with_onnxruntime", default=None,
+              help="Also export the net to ONNX and run it with onnxruntime [default: when "
+                   "onnxruntime is installed].")
 @click.option("--atol", type=float, default=1e-5, show_default=True, help="Absolute tolerance.")
 @click.option("--rtol", type=float, default=1e-4, show_default=True, help="Relative tolerance.")
 @pass_options
 def verify(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: str,
            stages: tuple[str, ...], inputs_path: Path | None, seed: int, engine: Path | None,
-           runtime: str, fp16: bool, with_trt: bool, atol: float, rtol: float) -> None:
-    """Compare the rewritten graph (and TensorRT) with the recurrent equations; exit 1 on a
-    mismatch.
+           runtime: str, fp16: bool, with_trt: bool, with_onnxruntime: bool | None,
+           atol: float, rtol: float) -> None:
+    """Compare the rewritten graph (TensorRT, onnxruntime) with the recurrent equations; exit 1
+    on a mismatch.
 
     All run on the same inputs; a table per candidate gives the max abs / rel error per output.
     The TensorRT network is checked by walking its layers through the TensorRT API and
@@ -42,7 +46,7 @@ def verify(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase
     """
     report = load(net, weights, outputs, phase, stages).verify(
         inputs_path, seed=seed, engine=engine, runtime=runtime, fp16=fp16, tensorrt=with_trt,
-        atol=atol, rtol=rtol)
+        atol=atol, rtol=rtol, onnxruntime=with_onnxruntime)
     for note in report.notes:
         options.say(note)
     for title, rows in report.results:

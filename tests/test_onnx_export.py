@@ -1,0 +1,458 @@
+"""``caffe-lstm export``: the ONNX model of the rewritten graph, end to end through the CLI.
+
+Every case exports a net from real files, checks the model with ``onnx.checker`` (full check),
+runs it with ``caffe-lstm run --backend onnxruntime --onnx`` and compares every output with
+``caffe-lstm run --original`` (the recurrent equations): max |onnx − caffe| ≤ 1e-5 · max |caffe|
+per output (fp32). Then the dynamic dims (one model run at several T and N) and the bad
+inputs (one ``error:`` line, exit 1, no file left).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from caffe_lstm.ops import get_op
+from tests.conftest import net_with_weights, sample
+from tests.test_variants import ONNX_VARIANTS, feeds_for, variant_blobs, variant_net, \
+    write_variant
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+RTOL = 1e-5
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+
+def _run(invoke, tmp_path, net, weights, feeds, *flags) -> dict[str, np.ndarray]:
+    """``caffe-lstm run`` on ``feeds`` (None: random inputs, seed 3); the outputs by name."""
+    out = tmp_path / "out.npz"
+    args = ["run", net, "-w", weights, "-o", out, *flags]
+    if feeds is None:
+        args += ["--seed", "3"]
+    else:
+        np.savez(tmp_path / "in.npz", **feeds)
+        args += ["--inputs", tmp_path / "in.npz"]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.stderr
+    with np.load(out) as data:
+        return {name: data[name] for name in data.files}
+
+
+def _export(invoke, tmp_path, net, weights, *flags):
+    """``caffe-lstm export`` to tmp_path/model.onnx; the model passes the full check."""
+    model = tmp_path / "model.onnx"
+    result = invoke("export", net, "-w", weights, "-o", model, *flags)
+    assert result.exit_code == 0, result.stderr
+    onnx.checker.check_model(onnx.load(model), full_check=True)
+    return model
+
+
+def _assert_close(got: dict, expected: dict) -> None:
+    assert got.keys() == expected.keys()
+    for name, reference in expected.items():
+        assert got[name].shape == reference.shape, name
+        scale = max(float(np.abs(reference).max(initial=0)), 1e-30)
+        error = float(np.abs(got[name] - reference).max(initial=0))
+        assert error <= RTOL * scale, f"{name}: max error {error:.3g} vs max |value| {scale:.3g}"
+
+
+def check_export(invoke, tmp_path, net, weights, feeds_list, export_flags=(), state="zero"):
+    """Exports once, then for every feeds: onnxruntime's outputs equal run --original's."""
+    model = _export(invoke, tmp_path, net, weights, "--state", state, *export_flags)
+    for feeds in feeds_list:
+        expected = _run(invoke, tmp_path, net, weights, feeds, "--original", "--state", state)
+        got = _run(invoke, tmp_path, net, weights, feeds, "--backend", "onnxruntime",
+                   "--onnx", model, "--state", state)
+        _assert_close(got, expected)
+    return model
+
+
+def _synthetic(tmp_path, text: str, seed: int = 0):
+    net_with_weights(tmp_path, text, seed)
+    return tmp_path / "net.prototxt", tmp_path / "net.caffemodel"
+
+
+def _dims(shape) -> str:
+    return " ".join(f"dim: {d}" for d in shape)
+
+
+def _input_layer(shapes: dict) -> str:
+    tops = " ".join(f'top: "{name}"' for name in shapes)
+    dims = " ".join(f"shape {{ {_dims(s)} }}" for s in shapes.values())
+    return f'layer {{ name: "input" type: "Input" {tops} input_param {{ {dims} }} }}\n'
+
+
+def _cont(T, N, rng=None, resets=True) -> np.ndarray:
+    """0 at t = 0, 1 after; with ``resets`` stream 0 restarts at t = T//2 and another stream
+    carries a non-binary 0.5."""
+    cont = np.ones((T, N), np.float32)
+    cont[0] = 0
+    if resets and T > 2:
+        cont[T // 2, 0] = 0
+        cont[1, N - 1] = 0.5
+    return cont
+
+
+# ---- the samples --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["captioner", "deepspeech_relu", "seq_classifier"])
+def test_sample_matches_caffe(invoke, tmp_path, name):
+    net, weights = sample(name)
+    check_export(invoke, tmp_path, net, weights, [None])
+
+
+def test_sample_with_state_io_matches_caffe(invoke, tmp_path):
+    """--state io: h_0, c_0 given (a continued sequence, cont 1 at t = 0) and h_T, c_T out."""
+    net, weights = sample("deepspeech_relu")
+    rng = np.random.default_rng(4)
+    feeds = {"frames": rng.normal(size=(50, 2, 161)).astype(np.float32),
+             "cont": np.ones((50, 2), np.float32),
+             "rnn1/h_0": rng.normal(size=(1, 2, 64)).astype(np.float32),
+             "rnn1/c_0": rng.normal(size=(1, 2, 64)).astype(np.float32)}
+    model = check_export(invoke, tmp_path, net, weights, [feeds], state="io")
+    names = [i.name for i in onnx.load(model).graph.input]
+    assert names == ["frames", "cont", "rnn1/h_0", "rnn1/c_0"]
+
+
+def test_names_trace_back_to_caffe(invoke, tmp_path):
+    """Inputs and outputs are the blobs, the loop one Scan named after its layer, and the
+    rewritten graph's values keep their names inside its body."""
+    net, weights = sample("captioner")
+    model = onnx.load(_export(invoke, tmp_path, net, weights, "--state", "zero"))
+    graph = model.graph
+    assert [i.name for i in graph.input] == ["cont_sentence", "input_sentence",
+                                             "image_features"]
+    assert [o.name for o in graph.output] == ["probs"]
+    scans = [node for node in graph.node if node.op_type == "Scan"]
+    assert [node.name for node in scans] == ["lstm1/loop/scan#node", "lstm2/loop/scan#node"]
+    body = scans[0].attribute[0].g
+    tensors = {out for node in body.node for out in node.output}
+    assert {"lstm1/gate_input", "lstm1/c", "lstm1/h"} <= tensors
+    assert "lstm1/W_xc_x" in {out for node in graph.node for out in node.output}
+    assert model.opset_import[0].version == 17 and model.ir_version == 8
+
+
+# ---- written-for-the-purpose LSTM and RNN nets ---------------------------------------------
+
+
+@pytest.mark.parametrize("T,N,I,H", [(1, 1, 3, 1), (2, 3, 4, 2), (17, 3, 5, 7), (17, 1, 2, 7)])
+def test_lstm_sizes_and_cont_patterns(invoke, tmp_path, T, N, I, H):
+    net, weights = _synthetic(tmp_path, variant_net(T, N, I, H, {}), seed=T + H)
+    rng = np.random.default_rng(T * N)
+    feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
+    check_export(invoke, tmp_path, net, weights, [feeds])
+
+
+@pytest.mark.parametrize("name", [*ONNX_VARIANTS, "cell_clip"])
+def test_every_lstm_variant_with_static_input_and_exposed_state(invoke, tmp_path, name):
+    """Every recurrent_param variant, with x_static, expose_hidden and cont resets."""
+    variant = ONNX_VARIANTS.get(name, {"cell_clip": 0.3})
+    T, N, I, H = 6, 3, 3, 4
+    rng = np.random.default_rng(len(name))
+    net, weights = write_variant(tmp_path, variant_net(T, N, I, H, variant, static=4, expose=True),
+                                 variant_blobs(rng, I, H, variant, S=4))
+    feeds = feeds_for(rng, T, N, I, H, variant, "everything")
+    check_export(invoke, tmp_path, net, weights, [feeds])
+
+
+def test_stacked_lstms(invoke, tmp_path):
+    T, N, I, H = 5, 2, 3, 4
+    text = variant_net(T, N, I, H, {}) + (
+        'layer { name: "lstm2" type: "LSTM" bottom: "r" bottom: "cont" top: "h2" '
+        f'recurrent_param {{ num_output: {H + 1} }} }}\n')
+    net, weights = _synthetic(tmp_path, text)
+    rng = np.random.default_rng(2)
+    feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
+    check_export(invoke, tmp_path, net, weights, [feeds])
+
+
+@pytest.mark.parametrize("static", [None, 3])
+def test_rnn(invoke, tmp_path, static):
+    T, N, I, H = 7, 3, 2, 5
+    shapes = {"x": (T, N, I), "cont": (T, N)} | ({"x_static": (N, static)} if static else {})
+    bottoms = " ".join(f'bottom: "{name}"' for name in shapes)
+    text = _input_layer(shapes) + (
+        f'layer {{ name: "rnn1" type: "RNN" {bottoms} top: "o" '
+        f'recurrent_param {{ num_output: {H} }} }}\n')
+    net, weights = _synthetic(tmp_path, text)
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
+    if static:
+        feeds["x_static"] = rng.normal(size=(N, static)).astype(np.float32)
+    check_export(invoke, tmp_path, net, weights, [feeds])
+
+
+@pytest.mark.parametrize("layout", ["sequence_clip", "sequence_no_clip", "flat_clip"])
+def test_fork_lstm(invoke, tmp_path, layout):
+    T, N, I, H = 5, 2, 3, 4
+    rng = np.random.default_rng(3)
+    x, clip = rng.normal(size=(T, N, I)).astype(np.float32), _cont(T, N)
+    if layout == "flat_clip":
+        shapes, feeds = {"x": (T * N, I), "clip": (T * N, 1)}, {
+            "x": x.reshape(T * N, I), "clip": clip.reshape(T * N, 1)}
+    else:
+        shapes, feeds = {"x": (T, N, I), "clip": (T, N)}, {"x": x, "clip": clip}
+    if layout == "sequence_no_clip":
+        del shapes["clip"], feeds["clip"]
+    bottoms = " ".join(f'bottom: "{name}"' for name in shapes)
+    text = _input_layer(shapes) + (
+        f'layer {{ name: "lstm1" type: "Lstm" {bottoms} top: "h" '
+        f'lstm_param {{ num_output: {H} batch_size: {N} }} }}\n')
+    net, weights = _synthetic(tmp_path, text)
+    check_export(invoke, tmp_path, net, weights, [feeds])
+
+
+def test_blstm_reverse_lstm_reverse(invoke, tmp_path):
+    if get_op("Reverse").onnx is None:
+        pytest.xfail("Reverse (ops/fork.py) has no ONNX facet yet")
+    from tests.test_blstm import BLSTM_NET
+
+    net, weights = _synthetic(tmp_path, BLSTM_NET)
+    check_export(invoke, tmp_path, net, weights, [None])
+
+
+# ---- the other layers, one net ------------------------------------------------------------------
+
+#: Layers that accept another batch (axis 0 of x and s): also exported with a symbolic batch.
+BATCH_FREE_LAYERS = """
+layer { name: "ip_t" type: "InnerProduct" bottom: "x" top: "ip_t"
+        inner_product_param { num_output: 3 axis: 1 transpose: true } }
+layer { name: "ip2" type: "InnerProduct" bottom: "x" top: "ip2"
+        inner_product_param { num_output: 3 axis: 2 bias_term: false } }
+layer { name: "emb" type: "Embed" bottom: "ids" top: "emb"
+        embed_param { num_output: 5 input_dim: 10 } }
+layer { name: "sc1" type: "Scale" bottom: "x" top: "sc1" scale_param { axis: 1 bias_term: true } }
+layer { name: "sc2" type: "Scale" bottom: "x" bottom: "s" top: "sc2" scale_param { axis: 0 } }
+layer { name: "sc0" type: "Scale" bottom: "x" top: "sc0" scale_param { num_axes: 0 } }
+layer { name: "bias" type: "Bias" bottom: "x" top: "bias" bias_param { axis: 2 } }
+layer { name: "bias2" type: "Bias" bottom: "x" bottom: "s" top: "bias2" bias_param { axis: 0 } }
+layer { name: "sum" type: "Eltwise" bottom: "x" bottom: "bias" top: "sum"
+        eltwise_param { operation: SUM coeff: 0.5 coeff: -2 } }
+layer { name: "prod" type: "Eltwise" bottom: "x" bottom: "bias" bottom: "sc2" top: "prod"
+        eltwise_param { operation: PROD } }
+layer { name: "max" type: "Eltwise" bottom: "x" bottom: "sc1" top: "max"
+        eltwise_param { operation: MAX } }
+layer { name: "square" type: "Power" bottom: "x" top: "square"
+        power_param { power: 2 scale: 0.5 shift: 1 } }
+layer { name: "cube" type: "Power" bottom: "x" top: "cube" power_param { power: 3 shift: -0.5 } }
+layer { name: "sig" type: "Sigmoid" bottom: "x" top: "sig" }
+layer { name: "tanh" type: "TanH" bottom: "x" top: "tanh" }
+layer { name: "leaky" type: "ReLU" bottom: "x" top: "leaky" relu_param { negative_slope: 0.1 } }
+layer { name: "relu" type: "ReLU" bottom: "x" top: "relu" }
+layer { name: "elu" type: "ELU" bottom: "x" top: "elu" elu_param { alpha: 0.7 } }
+layer { name: "abs" type: "AbsVal" bottom: "x" top: "abs" }
+layer { name: "bnll" type: "BNLL" bottom: "x" top: "bnll" }
+layer { name: "exp" type: "Exp" bottom: "x" top: "exp" exp_param { base: 2 scale: 0.5 shift: 1 } }
+layer { name: "log" type: "Log" bottom: "abs" top: "log"
+        log_param { base: 10 scale: 0.5 shift: 3 } }
+layer { name: "clip" type: "Clip" bottom: "x" top: "clip" clip_param { min: -0.5 max: 0.5 } }
+layer { name: "softmax" type: "Softmax" bottom: "x" top: "softmax" softmax_param { axis: 1 } }
+layer { name: "drop" type: "Dropout" bottom: "x" top: "drop" }
+layer { name: "slice" type: "Slice" bottom: "x" top: "part0" top: "part1" top: "part2"
+        slice_param { axis: 1 slice_point: 2 slice_point: 5 } }
+layer { name: "concat" type: "Concat" bottom: "part2" bottom: "part0" top: "concat"
+        concat_param { axis: 1 } }
+layer { name: "split" type: "Split" bottom: "part1" top: "copy0" top: "copy1" }
+layer { name: "reshape" type: "Reshape" bottom: "x" top: "reshape"
+        reshape_param { shape { dim: 3 dim: -1 } axis: 1 num_axes: 1 } }
+layer { name: "reshape0" type: "Reshape" bottom: "x" top: "reshape0"
+        reshape_param { shape { dim: 0 dim: -1 } } }
+layer { name: "flatten" type: "Flatten" bottom: "reshape" top: "flatten"
+        flatten_param { axis: 1 end_axis: 2 } }
+layer { name: "tile" type: "Tile" bottom: "x" top: "tile" tile_param { axis: 1 tiles: 2 } }
+layer { name: "rsum" type: "Reduction" bottom: "x" top: "rsum"
+        reduction_param { operation: SUM axis: 1 coeff: 2 } }
+layer { name: "rasum" type: "Reduction" bottom: "x" top: "rasum"
+        reduction_param { operation: ASUM axis: 2 } }
+layer { name: "rsumsq" type: "Reduction" bottom: "x" top: "rsumsq"
+        reduction_param { operation: SUMSQ axis: -1 } }
+layer { name: "rmean" type: "Reduction" bottom: "x" top: "rmean"
+        reduction_param { operation: MEAN axis: 1 coeff: -1 } }
+layer { name: "crop" type: "Crop" bottom: "x" bottom: "ref" top: "crop"
+        crop_param { axis: 1 offset: 1 offset: 2 } }
+layer { name: "argmax" type: "ArgMax" bottom: "tile" top: "argmax"
+        argmax_param { top_k: 3 axis: 1 } }
+layer { name: "maxval" type: "ArgMax" bottom: "tile" top: "maxval"
+        argmax_param { top_k: 2 axis: 1 out_max_val: true } }
+layer { name: "argmax_all" type: "ArgMax" bottom: "tile" top: "argmax_all"
+        argmax_param { top_k: 3 out_max_val: true } }
+layer { name: "silence" type: "Silence" bottom: "copy0" }
+"""
+#: Layers that fix the batch (a weight or a constant of its size).
+FIXED_BATCH_LAYERS = """
+layer { name: "ip0" type: "InnerProduct" bottom: "x" top: "ip0"
+        inner_product_param { num_output: 2 axis: 0 } }
+layer { name: "rall" type: "Reduction" bottom: "x" top: "rall"
+        reduction_param { operation: MEAN axis: 0 } }
+layer { name: "dummy" type: "DummyData" top: "dummy"
+        dummy_data_param { shape { dim: 2 dim: 6 dim: 4 } data_filler { value: 0.25 } } }
+layer { name: "plus" type: "Eltwise" bottom: "x" bottom: "dummy" top: "plus" }
+"""
+LAYER_INPUTS = {"x": (2, 6, 4), "s": (2, 6), "ids": (3, 2), "ref": (2, 3, 2)}
+
+
+def _layer_feeds(batch: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(batch)
+    # ties on purpose (values rounded to halves): ArgMax ranks equal values as Caffe does
+    x = np.round(rng.normal(size=(batch, 6, 4)) * 2) / 2
+    ids = rng.uniform(0, 9.99, size=(3, 2))  # not whole: Embed truncates as Caffe does
+    return {"x": x.astype(np.float32), "s": rng.normal(size=(batch, 6)).astype(np.float32),
+            "ids": ids.astype(np.float32), "ref": np.zeros((batch, 3, 2), np.float32)}
+
+
+@pytest.mark.parametrize("opset", [13, 17, 21])
+def test_every_other_layer_matches_caffe(invoke, tmp_path, opset):
+    text = _input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS + FIXED_BATCH_LAYERS
+    net, weights = _synthetic(tmp_path, text)
+    model = check_export(invoke, tmp_path, net, weights, [_layer_feeds(2)],
+                         ("--opset", str(opset)))
+    assert onnx.load(model).opset_import[0].version == opset
+
+
+def test_layers_with_a_symbolic_batch(invoke, tmp_path):
+    """One model, batch 1, 2 and 5: Reshape's moved dims, Crop and ArgMax read it at run
+    time."""
+    net, weights = _synthetic(tmp_path, _input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS)
+    model = check_export(
+        invoke, tmp_path, net, weights, [_layer_feeds(b) for b in (1, 2, 5)],
+        ("--shape", "x:1x6x4:2x6x4:5x6x4", "--shape", "s:1x6:2x6:5x6",
+         "--shape", "ref:1x3x2:2x3x2:5x3x2"))
+    dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+            for i in onnx.load(model).graph.input}
+    assert dims["x"] == ["x_dim0", 6, 4] and dims["s"] == ["x_dim0", 6]
+    assert dims["ids"] == [3, 2]
+
+
+# ---- symbolic T and N ---------------------------------------------------------------------------
+
+
+def test_symbolic_time_and_batch_run_at_other_sizes(invoke, tmp_path):
+    """The captioner exported with T and N symbolic runs at (T, N) = (1, 1), (3, 5), (17, 2),
+    with cont resets, and states given (--state io)."""
+    net, weights = sample("captioner")
+    flags = ("--shape", "input_sentence:1x1:10x2:20x8", "--shape", "cont_sentence:1x1:10x2:20x8",
+             "--shape", "image_features:1x32:2x32:8x32")
+    feeds_list = []
+    for T, N in ((1, 1), (3, 5), (17, 2)):
+        rng = np.random.default_rng(T)
+        feeds = {"input_sentence": rng.integers(0, 20, (T, N)).astype(np.float32),
+                 "cont_sentence": _cont(T, N),
+                 "image_features": rng.normal(size=(N, 32)).astype(np.float32)}
+        for layer in ("lstm1", "lstm2"):
+            for state in ("h_0", "c_0"):
+                feeds[f"{layer}/{state}"] = rng.normal(size=(1, N, 24)).astype(np.float32)
+        feeds_list.append(feeds)
+    model = check_export(invoke, tmp_path, net, weights, feeds_list, flags, state="io")
+    graph = onnx.load(model).graph
+    dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in [*graph.input, *graph.output]}
+    T, N = "cont_sentence_dim0", "cont_sentence_dim1"
+    assert dims["input_sentence"] == [T, N] and dims["image_features"] == [N, 32]
+    assert dims["probs"] == [T, N, 50] and dims["lstm2/c_T"] == [1, N, 24]
+
+
+def test_fork_lstm_with_symbolic_time(invoke, tmp_path):
+    """The fork's Lstm without clip: zero states of (1, N, H) built at run time."""
+    T, N, I, H = 5, 2, 3, 4
+    text = _input_layer({"x": (T, N, I)}) + (
+        f'layer {{ name: "lstm1" type: "Lstm" bottom: "x" top: "h" '
+        f'lstm_param {{ num_output: {H} }} }}\n')
+    net, weights = _synthetic(tmp_path, text)
+    feeds = [{"x": np.random.default_rng(t).normal(size=(t, n, I)).astype(np.float32)}
+             for t, n in ((1, 3), (9, 1))]
+    check_export(invoke, tmp_path, net, weights, feeds, ("--shape", "x:1x1x3:5x2x3:9x3x3"))
+
+
+# ---- large models: external data ------------------------------------------------------------
+
+
+def test_external_data_beside_the_model(tmp_path):
+    """Past the threshold (2 GiB for real; lowered here) the weights go to MODEL.onnx.data,
+    and onnxruntime loads the pair."""
+    import caffe_lstm
+    from caffe_lstm.backends.onnx.exporter import build_model, save_model
+    from caffe_lstm.backends.onnx.runtime import run_model
+
+    net = caffe_lstm.load(*sample("seq_classifier"))
+    graph, profiles = net._onnx_graph(None, "zero")
+    model, _ = build_model(graph, 17, profiles)
+    data = save_model(model, tmp_path / "m.onnx", threshold=1)
+    assert data == tmp_path / "m.onnx.data" and data.stat().st_size > 0
+    onnx.checker.check_model(str(tmp_path / "m.onnx"), full_check=True)
+    feeds = net.random_inputs(seed=1)
+    _assert_close(run_model(tmp_path / "m.onnx", feeds), net.run(feeds, original=True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.data"]
+
+
+# ---- bad input -----------------------------------------------------------------------------------
+
+
+def _one_error_line(result, needle: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 1, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert needle in lines[0], lines[0]
+
+
+def test_layers_without_an_onnx_form_are_listed_at_once(invoke, tmp_path, monkeypatch):
+    net, weights = _synthetic(tmp_path, _input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS)
+    for op_type in ("TanH", "Tile"):
+        monkeypatch.setattr(get_op(op_type), "onnx", None)
+    result = invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx")
+    _one_error_line(result, "cannot export these layers to ONNX: TanH (tanh): no ONNX form yet; "
+                            "Tile (tile): no ONNX form yet")
+    assert not (tmp_path / "m.onnx").exists()
+
+
+@pytest.mark.parametrize("opset", ["12", "22"])
+def test_an_opset_out_of_range_is_refused(invoke, tmp_path, opset):
+    net, weights = sample("seq_classifier")
+    result = invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx", "--opset", opset)
+    _one_error_line(result, f"ONNX opset {opset} is not supported, --opset, use an opset from "
+                            "13 to 21")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unwritable_output_is_refused(invoke, tmp_path):
+    net, weights = sample("seq_classifier")
+    (tmp_path / "file").write_text("a file, not a directory")
+    result = invoke("export", net, "-w", weights, "-o", tmp_path / "file" / "m.onnx")
+    _one_error_line(result, "cannot write the output")
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def test_a_shape_range_the_layers_refuse(invoke, tmp_path):
+    net, weights = sample("seq_classifier")
+    result = invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx",
+                    "--shape", "data:1x1x8:12x2x8:20x4x9", "--shape", "cont:1x1:12x2:20x4")
+    _one_error_line(result, "at the --shape MAX sizes")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_without_onnxruntime(invoke, tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "onnxruntime", None)  # import fails
+    net, weights = sample("seq_classifier")
+    out = tmp_path / "out.npz"
+    result = invoke("run", net, "-w", weights, "--backend", "onnxruntime", "-o", out)
+    _one_error_line(result, "pip install 'caffe-lstm[onnx]'")
+    assert not out.exists()
+
+
+def test_a_model_exported_for_other_state_inputs(invoke, tmp_path):
+    net, weights = sample("deepspeech_relu")
+    model = _export(invoke, tmp_path, net, weights, "--state", "io")
+    result = invoke("run", net, "-w", weights, "--backend", "onnxruntime", "--onnx", model)
+    _one_error_line(result, "it lacks rnn1/h_0, rnn1/c_0")
+
+
+def test_verify_has_an_onnxruntime_column(invoke):
+    net, weights = sample("seq_classifier")
+    result = invoke("verify", net, "-w", weights, "--no-trt")
+    assert result.exit_code == 0, result.stderr
+    assert "original equations vs ONNX model (onnxruntime)" in result.stdout
+    result = invoke("verify", net, "-w", weights, "--no-trt", "--no-onnxruntime")
+    assert "onnxruntime" not in result.stdout
