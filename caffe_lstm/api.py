@@ -15,6 +15,7 @@ each works on its own copy of the graph (weights are shared, not copied). See do
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from caffe_lstm.frontend.caffemodel import read_caffemodel
 from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
 from caffe_lstm.frontend.loader import layer_types, load_net
 from caffe_lstm.frontend.netstate import LayerSelection
+from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
 from caffe_lstm.ops import recurrent_spec
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
@@ -47,24 +49,36 @@ STATE_MODES = ("zero", "io")
 
 
 def load(prototxt: str | Path, weights: str | Path | None = None, *,
-         outputs: Sequence[str] = (), phase: str = "TEST", stages: Sequence[str] = ()) -> Net:
+         outputs: Sequence[str] = (), phase: str = "TEST", stages: Sequence[str] = (),
+         shapes: Mapping[str, Sequence[int]] | None = None,
+         allow_unknown_shapes: bool = False) -> Net:
     """Reads a Caffe net (and its trained weights) into a shaped ``Net``.
+
+    A train/test net is read as its deploy graph: loss, accuracy and Silence layers are dropped
+    and data layers become net inputs (``Net.notes`` says what changed). Fields the schema does
+    not know are skipped (``Net.unknown_fields``) unless one could change a converted layer.
 
     Args:
         prototxt: the net definition (any Caffe version: V0/V1 layers are upgraded).
         weights: the .caffemodel, or None (shapes are still known; running needs weights).
         outputs: blob names to make the outputs; layers not needed for them are dropped
-            (how to cut off a post-processing layer). Empty: Caffe's own outputs.
+            (how to cut off a post-processing layer). Empty: Caffe's own outputs (a train net:
+            its predictions).
         phase: ``"TEST"`` or ``"TRAIN"``, selecting layers by their include/exclude rules.
         stages: stage names, selecting layers as Caffe's NetState does.
+        shapes: net input name -> dims, replacing the prototxt's shape or giving one a data
+            layer leaves open (``--shape NAME:DIMS``).
+        allow_unknown_shapes: let net inputs stay unshaped (their values' shapes are None),
+            as ``inspect`` shows them; otherwise an unshaped input is an error.
 
     Raises:
         CaffeLstmError: an unreadable or invalid net or caffemodel (one-line message).
     """
     selection = LayerSelection(phase=phase, stages=frozenset(stages))
-    loaded = load_net(prototxt, weights, selection=selection, outputs=list(outputs))
+    loaded = load_net(prototxt, weights, selection=selection, outputs=list(outputs),
+                      shapes=shapes, allow_unknown_shapes=allow_unknown_shapes)
     return Net(loaded.graph, Path(prototxt), None if weights is None else Path(weights),
-               loaded.missing_weights)
+               loaded.missing_weights, loaded.notes, loaded.skipped)
 
 
 @dataclass
@@ -76,12 +90,18 @@ class Net:
         prototxt: the net definition it was read from.
         weights: the caffemodel it was read with, or None.
         missing_weights: layers that need weights the caffemodel lacks.
+        notes: what loading changed, one line each (a train net's dropped training layers,
+            its data layers read as inputs).
+        unknown_fields: the fields, enum values and messages of the prototxt that the schema
+            does not know and that were skipped (``frontend.unknown.SkippedField``).
     """
 
     graph: Graph
     prototxt: Path
     weights: Path | None = None
     missing_weights: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    unknown_fields: list[SkippedField] = field(default_factory=list)
 
     # ---- what it is --------------------------------------------------------------------------
 
@@ -110,8 +130,8 @@ class Net:
 
     def copy(self) -> Net:
         """A Net with its own graph (the weight arrays are shared, not copied)."""
-        return Net(clone_graph(self.graph), self.prototxt, self.weights,
-                   list(self.missing_weights))
+        return dataclasses.replace(self, graph=clone_graph(self.graph),
+                                   missing_weights=list(self.missing_weights))
 
     def rewritten(self, unroll: bool = False) -> Net:
         """The recurrent rewrite: every recurrent layer becomes primitive layers and one Loop

@@ -21,6 +21,30 @@ def corpus_files() -> list[Path]:
     return sorted(CORPUS.rglob("*.prototxt")) if CORPUS.is_dir() else []
 
 
+#: How each train/test net of the corpus is read as its deploy graph (docs/corpus.md): the
+#: stages that select its test-time data layers and model variant, and --shape for what its
+#: HDF5 files or Python reader would give (T and N as the nets' own Reshapes fix them).
+CORPUS_TRAIN_NETS = {
+    "examples__coco_caption__lrcn.prototxt": (
+        "--stage", "test-on-val", "--stage", "factored", "--stage", "2-layer",
+        "--shape", "cont_sentence:20x100", "--shape", "input_sentence:20x100"),
+    "examples__coco_caption__lstm_language_model.prototxt": (
+        "--stage", "test-on-val",
+        "--shape", "cont_sentence:20x100", "--shape", "input_sentence:20x100"),
+    "examples__LRCN_activity_recognition__train_test_lstm_RGB.prototxt": (
+        "--stage", "test-on-test", "--shape", "data:48x3x227x227", "--shape", "clip_markers:48"),
+    "examples__s2vt__s2vt.prototxt": (
+        "--stage", "test-on-val", "--stage", "factored", "--stage", "2-layer",
+        "--shape", "cont_sentence:80x32", "--shape", "input_sentence:80x32",
+        "--shape", "stage_indicator:80x32", "--shape", "frame_fc7:80x32x4096"),
+}
+
+
+def corpus_options(path: Path) -> tuple[str, ...]:
+    """The selection options a corpus file is read with (none for a deploy net)."""
+    return CORPUS_TRAIN_NETS.get(path.name, ())
+
+
 def needs_corpus() -> pytest.MarkDecorator:
     return pytest.mark.skipif(
         not CORPUS.is_dir(),

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import corpus_files, needs_corpus, run_cli, sample
+from tests.conftest import corpus_files, corpus_options, needs_corpus, run_cli, sample
 
 SAMPLE_NAMES = ["seq_classifier", "captioner"]
 
@@ -75,8 +75,9 @@ def test_run_accepts_another_sequence_length(invoke, tmp_path):
 @needs_corpus()
 @pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
 def test_inspect_corpus_file(invoke, path):
-    """Every corpus file: shapes, or one error line listing every unsupported layer type."""
-    result = invoke("inspect", path, "--json")
+    """Every corpus file: shapes (a train/test net read as its deploy graph), or one error line
+    listing every unsupported layer type."""
+    result = invoke("inspect", path, "--json", *corpus_options(path))
     if result.exit_code == 0:
         summary = json.loads(result.stdout)
         assert summary["layers"] and all(s is not None for s in summary["outputs"].values())

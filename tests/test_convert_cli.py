@@ -97,8 +97,11 @@ def test_bad_shapes_give_one_error_line_and_no_file(tmp_path, flags, needle):
 def test_malformed_shape_is_a_usage_error(tmp_path):
     net, weights = sample("seq_classifier")
     proc = run_cli("convert", net, "-w", weights, "-o", tmp_path / "e.engine",
-                   "--shape", "data:1x2")
-    assert proc.returncode == 2 and "NAME:MIN:OPT:MAX" in proc.stderr
+                   "--shape", "data:1x2:3:4")
+    assert proc.returncode == 2 and "dims are integers" not in proc.stderr
+    proc = run_cli("convert", net, "-w", weights, "-o", tmp_path / "e.engine",
+                   "--shape", "data:1xa")
+    assert proc.returncode == 2 and "dims are integers joined by 'x'" in proc.stderr
 
 
 def test_missing_weights_fail_before_building(tmp_path):

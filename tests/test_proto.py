@@ -56,11 +56,14 @@ ADDED_FIELDS = {
     ("RecurrentParameter", "peephole"): 1004,
     ("RecurrentParameter", "num_proj"): 1005,
     ("RecurrentParameter", "cell_clip"): 1006,
+    # Fields forks put on RecurrentParameter (Part B, numbers ours).
+    ("RecurrentParameter", "num_layers"): 2001,
+    ("RecurrentParameter", "engine"): 2002,
     # Our Loop layer (Part D), written by `caffe-lstm rewrite`.
     ("LayerParameter", "loop_param"): 1100,
 }
 # Enums added (full name relative to the package).
-ADDED_ENUMS = {"RecurrentParameter.RecurrentActivation"}
+ADDED_ENUMS = {"RecurrentParameter.RecurrentActivation", "RecurrentParameter.Engine"}
 
 # Upstream master totals (caffe_semantics.md §1.1).
 MASTER_MESSAGES = 63
@@ -151,13 +154,13 @@ def test_master_counts_match_upstream():
 
 
 def test_total_counts():
-    # Master + additions: 8 fork messages with 32 fields, 2 Loop messages with 6 + 3 fields,
-    # 15 added fields, 1 enum with 5 values.
+    # Master + additions: 8 fork messages with 33 fields, 2 Loop messages with 6 + 3 fields,
+    # 17 added fields, 2 enums with 5 + 3 values.
     assert len(FILE.message_type) == 63 + 8 + 2
-    assert sum(len(m.field) for m in FILE.message_type) == 423 + 15 + 32 + 6 + 3
+    assert sum(len(m.field) for m in FILE.message_type) == 423 + 17 + 33 + 6 + 3
     enums = [e for _, e in _walk_enums()]
-    assert len(enums) == 26 + 1
-    assert sum(len(e.value) for e in enums) == 111 + 5
+    assert len(enums) == 26 + 2
+    assert sum(len(e.value) for e in enums) == 111 + 5 + 3
 
 
 # ---- spot checks of master facts -----------------------------------------------------------------

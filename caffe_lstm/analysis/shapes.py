@@ -14,23 +14,38 @@ from caffe_lstm.ir.graph import Graph, Node, Shape, Value
 from caffe_lstm.ops import get_op
 
 
-def infer_shapes(graph: Graph) -> Graph:
+def infer_shapes(graph: Graph, allow_unknown: bool = False) -> Graph:
     """Sets ``shape`` on every value of ``graph`` and creates missing weight values.
 
+    Args:
+        graph: the graph to shape.
+        allow_unknown: net inputs may lack a shape (a train net's data layer that the prototxt
+            does not size); every value computed from one stays unknown (None), and its node
+            gets no weight values, so ``inspect`` can show the shapes that are known.
+
     Raises:
-        ShapeError: a net input without a shape, or a layer that rejects its bottoms.
+        ShapeError: a net input without a shape (unless allowed), or a layer that rejects its
+            bottoms.
     """
     for value in graph.inputs:
-        _check_input_shape(value)
-    ShapeInference().walk(graph)
+        if value.shape is not None or not allow_unknown:
+            _check_input_shape(value)
+    ShapeInference(allow_unknown).walk(graph)
     return graph
 
 
 class ShapeInference:
     """The walker: each node's ``infer`` facet in order (the context handed to Loop ops)."""
 
+    def __init__(self, allow_unknown: bool = False) -> None:
+        self.allow_unknown = allow_unknown
+
     def walk(self, graph: Graph) -> None:
         for node in graph.nodes:
+            if self.allow_unknown and any(value.shape is None for value in node.inputs):
+                for value in node.outputs:
+                    value.shape = None
+                continue
             _infer_node(node, self)
 
     def run_subgraph(self, graph: Graph, input_shapes: list[Shape]) -> list[Shape]:

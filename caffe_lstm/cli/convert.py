@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import click
 from caffe_lstm import api
 from caffe_lstm.api import Profile
 from caffe_lstm.cli import cli
-from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
-                                    selection_options, weights_option)
+from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, parse_static_shape,
+                                    pass_options, remember_static_shapes, selection_options,
+                                    weights_option)
 
 
 def parse_shape(text: str) -> tuple[str, Profile]:
@@ -32,14 +34,34 @@ def parse_shape(text: str) -> tuple[str, Profile]:
     return name, (low, opt, high)
 
 
+def _is_range(text: str) -> bool:
+    """Whether ``text`` ends in three dims fields (NAME:MIN:OPT:MAX), not one (NAME:DIMS)."""
+    parts = text.split(":")
+    return len(parts) >= 4 and all(_DIMS.fullmatch(part) for part in parts[-3:])
+
+
+_DIMS = re.compile(r"-?\d+(x-?\d+)*")
+
+
 def _shapes_option(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict:
-    return dict(parse_shape(value) for value in values)
+    """The ranges as {name: (min, opt, max)}; NAME:DIMS shapes go to ``load`` (static)."""
+    remember_static_shapes(ctx, dict(parse_static_shape(value) for value in values
+                                     if not _is_range(value)))
+    return dict(parse_shape(value) for value in values if _is_range(value))
 
 
 def shapes_option(help_text: str):
-    """--shape NAME:MIN:OPT:MAX (repeatable), parsed into {name: (min, opt, max)}."""
-    return click.option("--shape", "shapes", multiple=True, callback=_shapes_option,
-                        metavar="NAME:MIN:OPT:MAX", help=help_text)
+    """--shape NAME:MIN:OPT:MAX or NAME:DIMS (repeatable): ranges parsed into
+    {name: (min, opt, max)}, static shapes handed to ``load``. It takes the place of the
+    NAME:DIMS-only --shape of ``selection_options``."""
+    def decorate(func):
+        func.__click_params__ = [param for param in getattr(func, "__click_params__", [])
+                                 if param.name != "static_shapes"]
+        return click.option("--shape", "shapes", multiple=True, callback=_shapes_option,
+                            metavar="NAME:MIN:OPT:MAX|NAME:DIMS",
+                            help=help_text + " NAME:DIMS gives a static shape, e.g. one a data "
+                            "layer leaves open.")(func)
+    return decorate
 
 
 @cli.command()

@@ -24,11 +24,15 @@ def inspect(options: GlobalOptions, net: Path, weights: Path | None, outputs: st
             stages: tuple[str, ...], rewritten: bool, as_json: bool) -> None:
     """Show the layers with their output and parameter shapes, the inputs and the outputs.
 
-    Recurrent layers are listed as the ones the rewrite expands.
+    Recurrent layers are listed as the ones the rewrite expands. Shapes that a data layer
+    leaves open show as ?; fields the schema does not know are listed with -v and in --json.
     """
-    loaded = load(net, weights, outputs, phase, stages)
+    # Shapes a data layer leaves open are shown as unknown; the rewrite needs them all.
+    loaded = load(net, weights, outputs, phase, stages, allow_unknown_shapes=not rewritten)
     summary = loaded.summary(rewritten=rewritten)
     if as_json:
+        summary["notes"] = list(loaded.notes)
+        summary["unknown"] = [skipped.as_dict() for skipped in loaded.unknown_fields]
         click.echo(json.dumps(summary, indent=2))
         return
     click.echo("\n".join(_text(summary, loaded.missing_weights, weights is not None)))

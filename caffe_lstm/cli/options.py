@@ -40,8 +40,52 @@ def weights_option(required: bool) -> Callable:
                         help="Trained weights (.caffemodel).")
 
 
+#: Where the --shape callbacks leave the static shapes (NAME:DIMS) for ``load``: in the
+#: command's context, so that commands need not pass them along.
+STATIC_SHAPES = "caffe_lstm.static_shapes"
+
+
+def parse_dims(text: str, spec: str) -> tuple[int, ...]:
+    """``10x3x227x227`` -> (10, 3, 227, 227); every dim an integer >= 1."""
+    try:
+        dims = tuple(int(d) for d in text.split("x"))
+    except ValueError:
+        raise click.BadParameter(f"'{spec}': dims are integers joined by 'x'") from None
+    if min(dims) < 1:
+        raise click.BadParameter(f"'{spec}': every dim must be >= 1")
+    return dims
+
+
+def parse_static_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``data:10x3x227x227`` -> ("data", (10, 3, 227, 227)); the name may hold ':'."""
+    name, sep, dims = text.rpartition(":")
+    if not sep or not name:
+        raise click.BadParameter(f"'{text}' is not NAME:DIMS (e.g. data:10x3x227x227)")
+    return name, parse_dims(dims, text)
+
+
+def remember_static_shapes(ctx: click.Context, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Keeps NAME:DIMS shapes for ``load`` (see STATIC_SHAPES)."""
+    ctx.meta.setdefault(STATIC_SHAPES, {}).update(shapes)
+
+
+def _static_shapes(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> None:
+    remember_static_shapes(ctx, dict(parse_static_shape(value) for value in values))
+
+
+def shape_option(func: Callable) -> Callable:
+    """--shape NAME:DIMS (repeatable): the shape of a net input, e.g. one a data layer leaves
+    open; handed to ``load`` through the context, not as an argument."""
+    return click.option(
+        "--shape", "static_shapes", multiple=True, expose_value=False, callback=_static_shapes,
+        metavar="NAME:DIMS",
+        help="Shape a net input, e.g. data:10x3x227x227: one a data layer leaves open, or "
+             "another shape than the prototxt's (repeatable).")(func)
+
+
 def selection_options(func: Callable) -> Callable:
-    """--outputs, --phase and --stage: which part of the net to load."""
+    """--outputs, --phase, --stage and --shape: which part of the net to load, and how."""
+    func = shape_option(func)
     func = click.option("--stage", "stages", multiple=True, metavar="NAME",
                         help="Select layers by their include/exclude stage rules "
                              "(repeatable).")(func)
@@ -72,7 +116,25 @@ def input_options(func: Callable) -> Callable:
 
 
 def load(net: Path, weights: Path | None, outputs: str, phase: str,
-         stages: tuple[str, ...]) -> api.Net:
-    """Loads the net with the selection options applied."""
+         stages: tuple[str, ...], allow_unknown_shapes: bool = False) -> api.Net:
+    """Loads the net with the selection options applied (``--shape`` from the context), then
+    prints its notes (unless -q) and, with -v, one warning per unknown field it skipped, on
+    standard error."""
     names = [name.strip() for name in outputs.split(",") if name.strip()]
-    return api.load(net, weights, outputs=names, phase=phase, stages=stages)
+    ctx = click.get_current_context(silent=True)
+    shapes = ctx.meta.get(STATIC_SHAPES, {}) if ctx is not None else {}
+    loaded = api.load(net, weights, outputs=names, phase=phase, stages=stages, shapes=shapes,
+                      allow_unknown_shapes=allow_unknown_shapes)
+    options = ctx.find_object(GlobalOptions) if ctx is not None else None
+    _report(loaded, options or GlobalOptions(), str(net))
+    return loaded
+
+
+def _report(loaded: api.Net, options: GlobalOptions, file: str) -> None:
+    if options.quiet:
+        return
+    for note in loaded.notes:
+        click.echo(f"note: {note}", err=True)
+    if options.verbose:
+        for skipped in loaded.unknown_fields:
+            click.echo(f"warning: {skipped.warning(file)}", err=True)

@@ -40,16 +40,16 @@ def import_layers(layers: Sequence[SourceLayer], file: str, outputs: Sequence[st
         UnsupportedLayerError: lists every layer type that cannot be handled, with layer names.
         GraphError: unknown bottoms or outputs, wrong bottom/top counts.
     """
-    layers = _needed_layers(layers, outputs, file) if outputs else list(layers)
-    _check_supported(layers, file)
+    layers = needed_layers(layers, outputs, file) if outputs else list(layers)
+    check_supported(layers, file)
     wiring = _Wiring(layers, file, name)
     for source in layers:
         wiring.add(source)
     return wiring.finish(outputs)
 
 
-def _needed_layers(layers: Sequence[SourceLayer], outputs: Sequence[str],
-                   file: str) -> list[SourceLayer]:
+def needed_layers(layers: Sequence[SourceLayer], outputs: Sequence[str],
+                  file: str) -> list[SourceLayer]:
     """The layers needed to compute ``outputs``, found by walking the layers backwards."""
     produced = {top for source in layers for top in source.layer.top}
     unknown = [name for name in outputs if name not in produced]
@@ -64,7 +64,8 @@ def _needed_layers(layers: Sequence[SourceLayer], outputs: Sequence[str],
     return kept[::-1]
 
 
-def _check_supported(layers: Sequence[SourceLayer], file: str) -> None:
+def check_supported(layers: Sequence[SourceLayer], file: str) -> None:
+    """Lists every layer type without an op (Input excepted) in one UnsupportedLayerError."""
     unsupported: dict[str, list[str]] = defaultdict(list)
     for source in layers:
         layer = source.layer
@@ -95,7 +96,7 @@ class _Wiring:
         where = f"{self.file}:{source.line}" if source.line else self.file
         self._check_tops(layer, where)
         if layer.type in INPUT_TYPES:
-            self._add_inputs(layer, where)
+            self._add_inputs(source, where)
             return
         inputs = [self._bottom(blob, layer, where) for blob in layer.bottom]
         outputs = [self._new_value(top, layer.name) for top in layer.top]
@@ -134,8 +135,14 @@ class _Wiring:
         self.current[top] = value
         return value
 
-    def _add_inputs(self, layer, where: str) -> None:
-        shapes = _input_shapes(layer, where)
+    def _add_inputs(self, source: SourceLayer, where: str) -> None:
+        layer = source.layer
+        shapes = source.input_shapes if source.input_shapes is not None \
+            else input_shapes(layer, where)
+        for top, shape in zip(layer.top, shapes):
+            if shape is not None:
+                check_dims(shape, f"input '{top}'",
+                           f"{layer_where(layer.name, layer.type)} at {where}")
         for top, shape in zip(layer.top, shapes):
             # A net input keeps its plain name (it is the key users feed); in-place writes
             # into it later get "@layer" names.
@@ -194,7 +201,7 @@ class _SubgraphImport:
         """The body graph: ``inputs`` are values without a producer (the op feeds them), in
         order; ``outputs`` name blobs the body's layers produce."""
         sources = [SourceLayer(layer) for layer in self.message.layer]
-        _check_supported(sources, self.file)
+        check_supported(sources, self.file)
         wiring = _Wiring(sources, self.file, f"{self.node.name}/step")
         for name in inputs:
             wiring.add_body_input(name)
@@ -213,7 +220,7 @@ def _check_counts(node: Node) -> None:
                              f"see the {node.op} layer's definition in Caffe")
 
 
-def _input_shapes(layer, where: str) -> list[tuple[int, ...] | None]:
+def input_shapes(layer, where: str) -> list[tuple[int, ...] | None]:
     """Shapes of an Input layer's tops (None where the layer gives none)."""
     tops = len(layer.top)
     shapes = [tuple(s.dim) for s in layer.input_param.shape]
@@ -225,7 +232,5 @@ def _input_shapes(layer, where: str) -> list[tuple[int, ...] | None]:
         raise GraphError(f"{tops} tops but {len(shapes)} shapes",
                          f"{layer_where(layer.name, layer.type)} at {where}",
                          "give one shape, or one shape per top")
-    for top, shape in zip(layer.top, shapes):
-        check_dims(shape, f"input '{top}'", f"{layer_where(layer.name, layer.type)} at {where}")
     return shapes
 

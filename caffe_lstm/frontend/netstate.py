@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from caffe_lstm.errors import ModelLoadError, layer_where
+from caffe_lstm.errors import GraphError, ModelLoadError, layer_where
 from caffe_lstm.frontend.upgrade import SourceLayer
 from caffe_lstm.proto import caffe_pb2
 
@@ -34,13 +34,23 @@ def filter_layers(layers: list[SourceLayer], selection: LayerSelection,
                 "a layer has both include and exclude rules",
                 f"{layer_where(layer.name, layer.type)} at {where}:{source.line}",
                 "keep one kind of rule")
+        unreadable = _unreadable_rules(source)
         if layer.include:
-            keep = any(_matches(rule, selection) for rule in layer.include)
+            keep = any(_matches(rule, selection) for i, rule in enumerate(layer.include)
+                       if ("include", i) not in unreadable)
         else:
-            keep = not any(_matches(rule, selection) for rule in layer.exclude)
+            keep = not any(_matches(rule, selection) for i, rule in enumerate(layer.exclude)
+                           if ("exclude", i) not in unreadable)
         if keep:
             kept.append(source)
     return kept
+
+
+def _unreadable_rules(source: SourceLayer) -> set[tuple[str, int]]:
+    """The include/exclude rules holding something the schema does not know (``phase: RUN``
+    of a fork, an unknown condition): such a rule matches no selection, since the condition
+    it sets cannot hold for a phase or stage caffe-lstm knows."""
+    return {unknown.rule for unknown in source.unknown if unknown.rule is not None}
 
 
 def _matches(rule, selection: LayerSelection) -> bool:
@@ -54,3 +64,60 @@ def _matches(rule, selection: LayerSelection) -> bool:
     if any(stage not in selection.stages for stage in rule.stage):
         return False
     return not any(stage in selection.stages for stage in rule.not_stage)
+
+
+def check_selected_bottoms(kept: list[SourceLayer], layers: list[SourceLayer],
+                           selected: list[SourceLayer], selection: LayerSelection,
+                           where: str) -> None:
+    """A bottom that only layers left out by the phase/stage rules produce: the error names
+    the options that select the producer (train/test nets gate their data layers by stage).
+
+    Args:
+        kept: the layers to convert, in order.
+        layers: every layer of the net.
+        selected: the layers ``filter_layers`` kept.
+
+    Raises:
+        GraphError: for the first such bottom; other missing bottoms are left to the importer.
+    """
+    chosen = {id(source) for source in selected}
+    produced: set[str] = set()
+    for source in kept:
+        for blob in source.layer.bottom:
+            if blob in produced:
+                continue
+            producers = [other for other in layers
+                         if id(other) not in chosen and blob in other.layer.top]
+            if producers:  # the one closest to the selection: same phase, fewest stages
+                closest = min(producers, key=lambda other: (
+                    any(o.startswith("--phase") for o in _options_selecting(other.layer,
+                                                                            selection)),
+                    len(_options_selecting(other.layer, selection))))
+                raise _unselected_producer(blob, source, closest, selection, where)
+        produced.update(source.layer.top)
+
+
+def _unselected_producer(blob: str, consumer: SourceLayer, producer: SourceLayer,
+                         selection: LayerSelection, where: str) -> GraphError:
+    layer, maker = consumer.layer, producer.layer
+    options = _options_selecting(maker, selection)
+    return GraphError(
+        f"bottom '{blob}' is produced only by {layer_where(maker.name, maker.type)} at "
+        f"{where}:{producer.line}, which phase {selection.phase}"
+        f"{' with stages ' + ', '.join(sorted(selection.stages)) if selection.stages else ''}"
+        " leaves out",
+        f"{layer_where(layer.name, layer.type)} at {where}:{consumer.line}",
+        f"select it with {' '.join(options)}" if options
+        else "check the layers' include/exclude rules")
+
+
+def _options_selecting(layer, selection: LayerSelection) -> list[str]:
+    """The --phase/--stage options that make the first include rule of ``layer`` match."""
+    if not layer.include:
+        return [f"--stage {stage}" for rule in layer.exclude for stage in rule.not_stage]
+    rule = layer.include[0]
+    options = []
+    if rule.HasField("phase") and caffe_pb2.Phase.Name(rule.phase) != selection.phase:
+        options.append(f"--phase {caffe_pb2.Phase.Name(rule.phase)}")
+    options += [f"--stage {stage}" for stage in rule.stage if stage not in selection.stages]
+    return options

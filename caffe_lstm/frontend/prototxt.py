@@ -1,38 +1,52 @@
-"""Reading a .prototxt: protobuf text format against our schema, with file:line:column errors."""
+"""Reading a .prototxt: protobuf text format against our schema, with file:line:column errors;
+what the schema does not know is set aside first (``textscan``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from google.protobuf import text_format
 
 from caffe_lstm.errors import ModelLoadError
+from caffe_lstm.frontend.textscan import LayerEntry, UnknownEntry, scan_prototxt
 from caffe_lstm.proto import caffe_pb2
 
-_LAYER_FIELDS = ("layer", "layers")
+
+class PrototxtNet(NamedTuple):
+    """A parsed net definition: the message, its layer entries, the unknown net-level fields."""
+
+    net: caffe_pb2.NetParameter
+    layers: list[LayerEntry]
+    net_unknown: list[UnknownEntry]
 
 
-def read_prototxt(path: str | Path) -> tuple[caffe_pb2.NetParameter, list[int]]:
-    """Parses a net definition.
+def read_prototxt(path: str | Path) -> PrototxtNet:
+    """Parses a net definition, tolerating what the schema does not know.
+
+    Unknown fields, unknown enum values and unknown messages are taken out of the text first
+    (``textscan``) and recorded on the ``layer``/``layers`` entry they belong to; whether one
+    matters is decided later, for the layers that are actually converted.
 
     Returns:
-        The NetParameter, and the 1-based line of every top-level ``layer``/``layers`` entry in
-        file order (``layer`` entries first, then ``layers``), so messages can point at a layer.
+        The NetParameter; every top-level ``layer``/``layers`` entry in file order (``layer``
+        entries first, then ``layers``) with its 1-based line and its unknown entries; and the
+        unknown fields outside any layer.
 
     Raises:
         ModelLoadError: the file is missing, not UTF-8 text, or not a valid NetParameter.
     """
     path = Path(path)
-    text = _read_text(path)
+    scan = scan_prototxt(_read_text(path), caffe_pb2.NetParameter.DESCRIPTOR)
     net = caffe_pb2.NetParameter()
     try:
-        text_format.Parse(text, net)
+        text_format.Parse(scan.text, net)
     except text_format.ParseError as exc:
         raise _parse_error(exc, path) from None
     except RecursionError:  # the parser recurses once per nested message
         raise ModelLoadError("invalid prototxt: messages are nested too deeply to parse",
                              str(path), "check the braces; real nets nest a few levels") from None
-    return net, layer_lines(text)
+    return PrototxtNet(net, scan.layer_entries(), scan.net_unknown)
 
 
 def _read_text(path: Path) -> str:
@@ -73,48 +87,7 @@ def _shorten_quoted_line(message: str, limit: int = 80) -> str:
 
 
 def layer_lines(text: str) -> list[int]:
-    """Lines of the top-level ``layer {`` / ``layers {`` entries, ``layer`` ones first.
-
-    A small scanner that skips strings and ``#`` comments and tracks brace depth.
-    """
-    found: dict[str, list[int]] = {name: [] for name in _LAYER_FIELDS}
-    depth, line, i, n = 0, 1, 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\n":
-            line += 1
-        elif ch == "#":
-            i = _skip_until(text, i, "\n") - 1
-        elif ch in "\"'":
-            line += text.count("\n", i, _skip_string(text, i))
-            i = _skip_string(text, i) - 1
-        elif ch in "{<":
-            depth += 1
-        elif ch in "}>":
-            depth -= 1
-        elif depth == 0 and (ch.isalpha() or ch == "_"):
-            end = _skip_word(text, i)
-            if text[i:end] in found:
-                found[text[i:end]].append(line)
-            i = end - 1
-        i += 1
-    return found["layer"] + found["layers"]
-
-
-def _skip_until(text: str, i: int, stop: str) -> int:
-    end = text.find(stop, i)
-    return len(text) if end < 0 else end
-
-
-def _skip_string(text: str, i: int) -> int:
-    quote, j = text[i], i + 1
-    while j < len(text) and text[j] != quote and text[j] != "\n":
-        j += 2 if text[j] == "\\" else 1
-    return j + 1
-
-
-def _skip_word(text: str, i: int) -> int:
-    j = i
-    while j < len(text) and (text[j].isalnum() or text[j] == "_"):
-        j += 1
-    return j
+    """Lines of the top-level ``layer {`` / ``layers {`` entries, ``layer`` ones first
+    (comments and strings skipped)."""
+    scan = scan_prototxt(text, caffe_pb2.NetParameter.DESCRIPTOR)
+    return [entry.line for entry in scan.layer_entries()]

@@ -6,9 +6,11 @@ keeps the line it was written on, so later messages can point into the file.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from caffe_lstm.errors import ModelLoadError
+from caffe_lstm.frontend.textscan import LayerEntry, UnknownEntry
 from caffe_lstm.proto import caffe_pb2
 
 LayerParameter = caffe_pb2.LayerParameter
@@ -16,10 +18,15 @@ LayerParameter = caffe_pb2.LayerParameter
 
 @dataclass
 class SourceLayer:
-    """A V2 layer and where it was written (``line`` 0 when it was made by an upgrade)."""
+    """A V2 layer, where it was written (``line`` 0 when it was made by an upgrade), and what
+    of it the schema did not know (``textscan.UnknownEntry``, paths relative to the entry)."""
 
     layer: LayerParameter
     line: int = 0
+    unknown: list[UnknownEntry] = dataclasses.field(default_factory=list)
+    #: Shapes of an Input layer's tops set by the frontend (a data layer read as net inputs,
+    #: or ``--shape``), None where unknown; None: the layer's own input_param.
+    input_shapes: list[tuple[int, ...] | None] | None = None
 
 
 # V1LayerParameter.LayerType enum name -> V2 type string (upgrade_proto.cpp's table).
@@ -70,13 +77,14 @@ V0_ROUTES = {
 V0_SPATIAL = {"pad": "pad", "kernelsize": "kernel_size", "stride": "stride"}
 
 
-def upgrade_net(net: caffe_pb2.NetParameter, lines: list[int], where: str) -> tuple[
+def upgrade_net(net: caffe_pb2.NetParameter, entries: list[LayerEntry], where: str) -> tuple[
         caffe_pb2.NetParameter, list[SourceLayer]]:
     """Upgrades ``net`` to V2 layers plus an Input layer for net-level inputs.
 
     Args:
         net: the parsed NetParameter (left unchanged).
-        lines: the line of each ``layer`` then ``layers`` entry (``read_prototxt``'s list).
+        entries: the line and unknown fields of each ``layer`` then ``layers`` entry
+            (``read_prototxt``'s list).
         where: the file, for messages.
 
     Returns:
@@ -85,13 +93,16 @@ def upgrade_net(net: caffe_pb2.NetParameter, lines: list[int], where: str) -> tu
     if net.layer and net.layers:
         raise ModelLoadError("the net mixes V2 'layer' and legacy V1 'layers' entries", where,
                              "write every layer as 'layer { ... }'")
-    lines = list(lines) + [0] * (len(net.layer) + len(net.layers) - len(lines))
+    # The scanner stops at a syntax error protobuf did not see as one: pad what it missed.
+    entries = list(entries) + [LayerEntry("", 0)] * (len(net.layer) + len(net.layers)
+                                                      - len(entries))
     if net.layers:
-        v1_layers = _remove_v0_padding(list(zip(net.layers, lines)))
-        layers = [SourceLayer(_v1_to_v2(_v0_to_v1(v1, where), where), line)
-                  for v1, line in v1_layers]
+        v1_layers = _remove_v0_padding(list(zip(net.layers, entries)))
+        layers = [SourceLayer(_v1_to_v2(_v0_to_v1(v1, where), where), entry.line,
+                              list(entry.unknown)) for v1, entry in v1_layers]
     else:
-        layers = [SourceLayer(_copy(layer), line) for layer, line in zip(net.layer, lines)]
+        layers = [SourceLayer(_copy(layer), entry.line, list(entry.unknown))
+                  for layer, entry in zip(net.layer, entries)]
     head = caffe_pb2.NetParameter()
     head.CopyFrom(net)
     del head.layer[:], head.layers[:]

@@ -1,0 +1,43 @@
+"""Fields that forks put on known messages and that our schema now reads (proto/caffe.proto,
+Part B): each is honoured where its meaning is what caffe-lstm computes anyway, and refused
+with the way out where it selects math that is not implemented.
+
+- ``recurrent_param.engine``: which implementation (Caffe, cuDNN) runs the same math: any value
+  converts.
+- ``recurrent_param.num_layers``: 1 is a plain layer; more is a stack of layers inside one
+  layer, whose blob layout caffe-lstm does not implement: refused.
+- ``continuation_indicator_param.axis``: 0 is the layer's own time-major (T, N) top; another
+  axis is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from caffe_lstm.errors import UnsupportedLayerError, layer_where
+from caffe_lstm.frontend.upgrade import SourceLayer
+
+
+def check_fork_fields(layers: Sequence[SourceLayer], file: str) -> None:
+    """Refuses a converted layer whose fork field selects math that is not implemented.
+
+    Raises:
+        UnsupportedLayerError: naming the layer, the field and its value, with a hint.
+    """
+    for source in layers:
+        layer = source.layer
+        where = f"{layer_where(layer.name, layer.type)} at {file}:{source.line}" if source.line \
+            else layer_where(layer.name, layer.type)
+        if layer.HasField("recurrent_param") and layer.recurrent_param.num_layers > 1:
+            raise UnsupportedLayerError(
+                f"recurrent_param.num_layers is {layer.recurrent_param.num_layers}: a stack of "
+                "recurrent layers in one layer is not implemented", where,
+                "write the stack as one layer per level (num_layers 1, each with its own "
+                "blobs), or cut the layer off with --outputs")
+        indicator = layer.continuation_indicator_param
+        if layer.HasField("continuation_indicator_param") and indicator.axis != 0:
+            raise UnsupportedLayerError(
+                f"continuation_indicator_param.axis is {indicator.axis}: only axis 0 (a "
+                "time-major (time_step, batch_size) top) is implemented", where,
+                "drop the axis field and transpose the top with a Permute layer if a consumer "
+                "needs another layout")
