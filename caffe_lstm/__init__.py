@@ -6,11 +6,12 @@ The Python API (docs/api.md); the ``caffe-lstm`` command line calls the same fun
     net = caffe_lstm.load("net.prototxt", "net.caffemodel")
     net.verify().ok
     net.build_engine("net.engine")
+    net.export_onnx("net.onnx")
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
-from caffe_lstm.api import Engine, Net, Verification, load, run_engine
+from caffe_lstm.api import Engine, Net, OnnxExport, Verification, load, run_engine
 from caffe_lstm.errors import (CaffeLstmError, ExecutionError, GraphError, ModelLoadError,
                                OutputError, ShapeError, UnsupportedLayerError, VerificationError)
 
@@ -20,5 +21,5 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
     __version__ = "0+unknown"
 
 __all__ = ["CaffeLstmError", "Engine", "ExecutionError", "GraphError", "ModelLoadError", "Net",
-           "OutputError", "ShapeError", "UnsupportedLayerError", "Verification",
+           "OnnxExport", "OutputError", "ShapeError", "UnsupportedLayerError", "Verification",
            "VerificationError", "load", "run_engine"]
