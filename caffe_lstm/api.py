@@ -195,7 +195,7 @@ class Net:
         report = Verification(atol, rtol)
         candidates = self._candidates(report, feeds, engine, runtime, fp16, tensorrt)
         if _wants_onnxruntime(onnxruntime):
-            candidates.append(self._onnx_candidate(feeds))
+            candidates += self._onnx_candidate(report, feeds, required=bool(onnxruntime))
         for title, candidate in candidates:
             report.results.append((title, compare_outputs(reference, candidate(), atol, rtol)))
         return report
@@ -318,10 +318,21 @@ class Net:
         _check_profiles(net.graph, profiles)
         return _rewrite(net.graph), profiles
 
-    def _onnx_candidate(self, feeds: dict) -> tuple[str, Callable]:
-        """(title, run) of ``verify``'s onnxruntime column: the net exported for the feeds'
-        shapes, run by onnxruntime."""
-        return ("ONNX model (onnxruntime)", lambda: self.run_onnxruntime(feeds))
+    def _onnx_candidate(self, report: Verification, feeds: dict,
+                        required: bool) -> list[tuple[str, Callable]]:
+        """``verify``'s onnxruntime column, (title, run): the net exported for the feeds' shapes,
+        run by onnxruntime. Unless ``required``, a net with layers that have no ONNX form gets
+        a note instead."""
+        from caffe_lstm.backends.onnx.exporter import check_exportable
+        from caffe_lstm.errors import UnsupportedLayerError
+
+        if not required:
+            try:
+                check_exportable(self.rewritten().graph)
+            except UnsupportedLayerError as exc:
+                report.notes.append(f"the ONNX model is not checked: {exc.what}")
+                return []
+        return [("ONNX model (onnxruntime)", lambda: self.run_onnxruntime(feeds))]
 
     # ---- weights ------------------------------------------------------------------------------
 

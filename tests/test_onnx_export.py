@@ -456,3 +456,16 @@ def test_verify_has_an_onnxruntime_column(invoke):
     assert "original equations vs ONNX model (onnxruntime)" in result.stdout
     result = invoke("verify", net, "-w", weights, "--no-trt", "--no-onnxruntime")
     assert "onnxruntime" not in result.stdout
+
+
+def test_verify_notes_a_net_it_cannot_export(invoke, monkeypatch):
+    """verify's onnxruntime column is skipped with a note (default) or an error (asked for)
+    when a layer has no ONNX form."""
+    monkeypatch.setattr(get_op("Softmax"), "onnx", None)
+    net, weights = sample("seq_classifier")
+    result = invoke("verify", net, "-w", weights, "--no-trt")
+    assert result.exit_code == 0, result.stderr
+    assert "the ONNX model is not checked: cannot export these layers to ONNX: Softmax" in \
+        result.stdout
+    result = invoke("verify", net, "-w", weights, "--no-trt", "--onnxruntime")
+    _one_error_line(result, "cannot export these layers to ONNX: Softmax (probs)")
