@@ -95,14 +95,11 @@ def test_corpus_has_eighteen_files():
 
 @needs_corpus()
 @pytest.mark.parametrize("name, listing", [
-    ("examples__ocr__densenet__densenet-res-blstm_deploy.prototxt",
-     "DenseBlock (DenseBlock1, DenseBlock2, DenseBlock3); CTCGreedyDecoder (result)"),
-    ("examples__ocr__inception-bn__deploy.prototxt", "CTCGreedyDecoder (result)"),
     ("models__deploy.prototxt", "Python (proposal)"),
 ])
 def test_corpus_unsupported_error_lists_every_type_with_names(invoke, name, listing):
-    """Custom layers (a fused backbone block, CTC decoding, Python proposals) stay unsupported,
-    in one error that names them and suggests cutting them off."""
+    """Custom layers (Python proposals) stay unsupported, in one error that names them and
+    suggests cutting them off."""
     path = next(p for p in corpus_files() if p.name == name)
     result = invoke("inspect", path)
     assert result.exit_code == 1

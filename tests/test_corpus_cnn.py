@@ -10,6 +10,7 @@ import pytest
 
 from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
+from caffe_lstm.passes import run_passes
 from caffe_lstm.synthetic import synthetic_weights
 from tests.conftest import corpus_files, needs_corpus
 
@@ -25,6 +26,10 @@ def corpus(name: str):
     ("examples__warpctc_captcha__deploy.prototxt", None, {"premuted_fc": [1, 80, 11]}),
     ("examples__LRCN_activity_recognition__deploy_lstm.prototxt", None, {"probs": [16, 10, 101]}),
     ("examples__ocr__inception-bn__deploy.prototxt", "fc1x5990", {"fc1x5990": [35, 1, 5990]}),
+    # the CTCGreedyDecoder's top: per image the decoded labels, padded with -1
+    ("examples__ocr__inception-bn__deploy.prototxt", None, {"result": [1, 35, 1, 1]}),
+    ("examples__ocr__densenet__densenet-res-blstm_deploy.prototxt", None,
+     {"result": [1, 35, 1, 1]}),
     ("models__deploy.prototxt", "rpn_cls_prob_reshape,rpn_bbox_pred",
      {"rpn_cls_prob_reshape": [1, 20, 38, 57], "rpn_bbox_pred": [1, 20, 38, 57]}),
 ])
@@ -35,12 +40,15 @@ def test_cnn_corpus_shapes(invoke, name, outputs, expected):
     assert json.loads(result.stdout)["outputs"] == expected
 
 
-def test_densenet_backbone_stays_unsupported_after_the_cut(invoke):
+def test_densenet_blocks_are_expanded_into_primitive_layers(invoke):
     densenet = corpus("examples__ocr__densenet__densenet-res-blstm_deploy.prototxt")
-    result = invoke("inspect", densenet, "--outputs", "fc1x")
-    assert result.exit_code == 1
-    assert "unsupported layer types: DenseBlock (DenseBlock1, DenseBlock2, DenseBlock3)," in (
-        result.stderr)
+    result = invoke("inspect", densenet, "--outputs", "fc1x", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["outputs"] == {"fc1x": [35, 1, 5990]}
+    graph = run_passes(load_net(densenet, outputs=["fc1x"]).graph)
+    assert "DenseBlock" not in {node.op for node in graph.nodes}
+    # 3 blocks of 8 transitions: BatchNorm, Scale, ReLU, Convolution, Concat each
+    assert sum(node.name.startswith("__DenseBlock") for node in graph.nodes) == 3 * 8 * 5
 
 
 def weighted(tmp_path, name: str):
