@@ -46,6 +46,9 @@ Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 Inputs = Mapping[str, np.ndarray] | str | Path | None
 
 STATE_MODES = ("zero", "io")
+#: The routes ``build_engine`` takes to a TensorRT network: our emitter, or the ONNX export
+#: read by TensorRT's own OnnxParser.
+VIA_ROUTES = ("caffe-lstm", "onnx")
 
 
 def load(prototxt: str | Path, weights: str | Path | None = None, *,
@@ -232,7 +235,8 @@ class Net:
     def build_engine(self, path: str | Path | None = None, *, runtime: str = "auto",
                      fp16: bool = False, shapes: Mapping[str, Profile] | None = None,
                      state: str = "auto", unroll: bool = False, verbosity: int = 0,
-                     progress: Callable[[str, int, int], None] | None = None) -> Engine:
+                     progress: Callable[[str, int, int], None] | None = None,
+                     via: str = "caffe-lstm", opset: int = 17) -> Engine:
         """Builds a serialized TensorRT engine with the recurrence inside (one ILoop per layer).
 
         Args:
@@ -246,21 +250,26 @@ class Net:
             unroll: T step blocks instead of one ILoop per recurrent layer.
             verbosity: TensorRT's log level on stderr (0: errors are raised, not printed).
             progress: called as ``progress(phase, step, steps)`` during the build.
+            via: ``"caffe-lstm"`` (our emitter) or ``"onnx"``: the net is exported to ONNX
+                (``opset``) and TensorRT's own ``OnnxParser`` builds the network, a second
+                route for a TensorRT version that trips over one of them.
         """
-        from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine
+        from caffe_lstm.backends.tensorrt.build import BuildOptions
         from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
+        if via not in VIA_ROUTES:
+            raise CaffeLstmError(f"unknown route '{via}'", "--via",
+                                 f"use one of {', '.join(VIA_ROUTES)}")
         trt_runtime = load_runtime(runtime)
         self._require_weights("build an engine")
-        net = self._stated("io" if state == "auto" and self.needs_state_io else
-                           ("zero" if state == "auto" else state))
+        net = self._stated(_resolve_state(state, self.needs_state_io))
         profiles = _profiles(net.graph, dict(shapes or {}))
         _check_profiles(net.graph, profiles)
         graph = _rewrite(net.graph, unroll)
         options = BuildOptions(fp16=fp16, shapes=profiles, verbosity=verbosity, progress=progress)
         started = time.perf_counter()
         with _maybe_atomic(path) as tmp:
-            plan = build_engine(trt_runtime, graph, options)
+            plan = _build_plan(trt_runtime, graph, options, via, opset)
             if tmp is not None:
                 tmp.write_bytes(plan)
         return Engine(plan, trt_runtime.name, fp16, [v.name for v in graph.inputs],
@@ -572,6 +581,33 @@ def _onnx_dims(infos) -> dict[str, tuple[int | str, ...]]:
     """name -> dims of ONNX ValueInfoProtos (a symbolic dim by its name, "?" unnamed)."""
     return {info.name: tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
                              for d in info.type.tensor_type.shape.dim) for info in infos}
+
+
+def _resolve_state(state: str, needs_io: bool) -> str:
+    """``auto``: io when some cont could be non-zero at t = 0, else zero."""
+    if state == "auto":
+        return "io" if needs_io else "zero"
+    return state
+
+
+def _build_plan(runtime, graph: Graph, options, via: str, opset: int) -> bytes:
+    """The plan of the rewritten ``graph``, through our emitter or through ONNX and TensorRT's
+    parser (the model carries the precision: fp16 as explicit casts)."""
+    from caffe_lstm.backends.tensorrt.build import build_engine
+
+    if via == "caffe-lstm":
+        return build_engine(runtime, graph, options)
+    from caffe_lstm.backends.onnx.exporter import build_model, check_opset
+    from caffe_lstm.backends.tensorrt.onnx_route import build_from_onnx
+
+    check_opset(opset)
+    if options.fp16:
+        raise CaffeLstmError("--fp16 is not available through the ONNX route yet", "--via onnx",
+                             "build fp16 through our emitter (--via caffe-lstm), or fp32 via onnx")
+    model, keep_alive = build_model(graph, opset, dict(options.shapes))
+    plan = build_from_onnx(runtime, model.SerializeToString(), options)
+    del keep_alive  # the initializers' arrays may go once the bytes exist
+    return plan
 
 
 def _executor(graph: Graph):

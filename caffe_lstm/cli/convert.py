@@ -83,16 +83,22 @@ def shapes_option(help_text: str):
                    "t=0.")
 @click.option("--unroll", is_flag=True,
               help="Unroll the recurrence instead of one ILoop per layer.")
+@click.option("--via", type=click.Choice(list(api.VIA_ROUTES)), default="caffe-lstm",
+              show_default=True,
+              help="caffe-lstm: our emitter builds the network; onnx: the net is exported to "
+                   "ONNX and TensorRT's own OnnxParser builds it.")
+@click.option("--opset", type=int, default=17, show_default=True,
+              help="The ONNX opset of the model built with --via onnx (13 to 21).")
 @selection_options
 @pass_options
 def convert(options: GlobalOptions, net: Path, weights: Path, output: Path, runtime: str,
-            fp16: bool, shapes: dict, recurrent_state: str, unroll: bool, outputs: str,
-            phase: str, stages: tuple[str, ...]) -> None:
+            fp16: bool, shapes: dict, recurrent_state: str, unroll: bool, via: str, opset: int,
+            outputs: str, phase: str, stages: tuple[str, ...]) -> None:
     """Build a serialized TensorRT engine; the recurrence stays inside it (one ILoop per layer)."""
     api.require_tensorrt(runtime)  # a missing runtime fails before the net is read
     engine = load(net, weights, outputs, phase, stages).build_engine(
         output, runtime=runtime, fp16=fp16, shapes=shapes, state=recurrent_state, unroll=unroll,
-        verbosity=options.verbose,
+        via=via, opset=opset, verbosity=options.verbose,
         progress=_progress_printer() if _show_progress(options) else None)
     _finish_progress(options)
     options.say(f"wrote {output} ({len(engine.plan) / 2**20:.2f} MiB, {engine.runtime}, "
