@@ -417,6 +417,26 @@ def test_an_opset_out_of_range_is_refused(invoke, tmp_path, opset):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_layer_needing_a_newer_opset_is_refused(invoke, tmp_path, monkeypatch):
+    """A facet that needs a newer opset than asked for says so in one line, naming the layer."""
+    tanh = get_op("TanH")
+    original = tanh.onnx
+
+    def needs_opset_19(ctx, node, x):
+        ctx.require_opset(19, "this TanH")
+        return original(ctx, node, x)
+
+    monkeypatch.setattr(tanh, "onnx", staticmethod(needs_opset_19))
+    net, weights = _synthetic(tmp_path, _input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS)
+    result = invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx", "--opset", "17")
+    _one_error_line(result, "this TanH needs ONNX opset 19 or newer, the export asks for 17, "
+                            "layer 'tanh' (TanH)")
+    assert "pass --opset 19 or newer" in result.stderr
+    assert not (tmp_path / "m.onnx").exists()
+    assert invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx", "--opset",
+                  "19").exit_code == 0
+
+
 def test_an_unwritable_output_is_refused(invoke, tmp_path):
     net, weights = sample("seq_classifier")
     (tmp_path / "file").write_text("a file, not a directory")
