@@ -327,6 +327,20 @@ def test_layers_with_a_symbolic_batch(invoke, tmp_path):
     assert dims["ids"] == [3, 2]
 
 
+def test_a_blob_named_like_a_weight(invoke, tmp_path):
+    """Tensor names are unique even when a top is called like a layer's weight."""
+    text = _input_layer({"x": (2, 3)}) + (
+        'layer { name: "ip" type: "InnerProduct" bottom: "x" top: "ip/weight" '
+        'inner_product_param { num_output: 4 } }\n'
+        'layer { name: "ip2" type: "InnerProduct" bottom: "ip/weight" top: "ip2/bias" '
+        'inner_product_param { num_output: 2 } }\n')
+    net, weights = _synthetic(tmp_path, text)
+    model = check_export(invoke, tmp_path, net, weights, [None])
+    graph = onnx.load(model).graph
+    assert [o.name for o in graph.output] == ["ip2/bias"]
+    assert len({t.name for t in graph.initializer}) == len(graph.initializer)
+
+
 # ---- symbolic T and N ---------------------------------------------------------------------------
 
 

@@ -173,9 +173,10 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     table = DimTable.ranged(graph, dict(profiles or {}))
     ctx = OnnxContext(onnx, opset)
     ctx.value_dims = table.of
-    walker = _Walker(ctx)
+    values = _all_values(graph)
+    walker = _Walker(ctx, {value.name for value in values})
     ctx.subgraph_builder = walker.subgraph
-    for value in _all_values(graph):
+    for value in values:  # the IR's names go to the tensors computing them, nothing else
         ctx.reserve(value.name)
     for node in graph.all_nodes():
         for value in node.weights:
@@ -209,10 +210,12 @@ def _as_output(ctx: OnnxContext, wanted: str, name: str, inputs: Sequence[Value]
 class _Walker:
     """Exports nodes in order; the context calls ``subgraph`` for a Loop's body."""
 
-    def __init__(self, ctx: OnnxContext) -> None:
+    def __init__(self, ctx: OnnxContext, value_names: set[str]) -> None:
         self.ctx = ctx
         #: weight value -> initializer name, per enclosing graph (inner graphs see outer ones)
         self.scopes: list[dict[int, str]] = [{}]
+        #: names no initializer may take: the IR values', and those given to initializers
+        self.taken = set(value_names)
 
     def walk(self, graph: Graph, inputs: Sequence[str]) -> list[str]:
         """Exports ``graph``'s nodes given tensor names for its inputs; returns its outputs."""
@@ -250,14 +253,12 @@ class _Walker:
                 return scope[id(value)]
         if value.data is None:  # a bug: the API checks for missing weights first
             raise ValueError(f"weight {value.name} has no data")
-        name = self.ctx.unique(value.name) if value.name in self.scopes_names() else value.name
-        array = np.asarray(value.data, dtype=np.float32)
+        name = self.ctx.unique(value.name) if value.name in self.taken else value.name
+        self.taken.add(name)
+        array = np.asarray(value.data, dtype=np.float32)  # float32 already: no copy
         self.ctx.parts.initializers.append(self.ctx.initializer(name, array))
         self.scopes[-1][id(value)] = name
         return name
-
-    def scopes_names(self) -> set[str]:
-        return {name for scope in self.scopes for name in scope.values()}
 
     def _node(self, node: Node, env: dict[int, str]) -> None:
         ctx = self.ctx
