@@ -13,10 +13,12 @@ RNN accepts none of its fields; the fork's ``lstm_param`` has none.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Node, Shape
 from caffe_lstm.ops.recurrent import expansion
 from caffe_lstm.ops.recurrent.cell import CAFFE_GATES, PEEPHOLE_GATES, LstmVariant, LstmWeights
@@ -186,7 +188,85 @@ def _rnn_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int, i
     return _recurrent_layout(node, shapes, (("h_0", node.attrs["num_output"]),))
 
 
-# ---- the junhyukoh/caffe-lstm fork type "Lstm" (caffe_ocr, CTPN) -----------------------------
+# ---- the forks' type "Lstm": junhyukoh/caffe-lstm (caffe_ocr, CTPN) and a hidden_size one ------
+
+
+def _parse_fork(p: Any) -> dict[str, Any]:
+    """lstm_param, told apart by the fields a layer sets (the forks share the type "Lstm"):
+
+    - ``num_output`` (with batch_size): junhyukoh/caffe-lstm's, adopted by caffe_ocr and CTPN;
+    - ``hidden_size`` (with sequence_len): fanchenyou/deepdiary's, a port of Karpathy's
+      neuraltalk LSTM: rows t·N + n of x (T·N, …) with T = sequence_len + 1, width = H;
+    - neither: a fork configured otherwise (by recurrent_param, say), whose math is unknown.
+    """
+    if p.has("num_output"):
+        return {"num_output": p.num_output, "batch_size": p.batch_size}
+    if p.has("hidden_size"):
+        return {"hidden_size": p.hidden_size, "sequence_len": p.sequence_len}
+    raise UnsupportedLayerError(
+        "lstm_param sets neither num_output (the Lstm of junhyukoh/caffe-lstm, caffe_ocr and "
+        "CTPN) nor hidden_size (the Lstm of fanchenyou/deepdiary), so it looks like a fork's "
+        "Lstm configured otherwise (by recurrent_param, say), whose math is not known here", "",
+        "set lstm_param.num_output for junhyukoh's layer, or type \"LSTM\" if the layer is "
+        "BVLC's LSTM with recurrent_param")
+
+
+@dataclass(frozen=True)
+class _ForkView:
+    """A fork Lstm's sizes: T, N, I, H, and whether x and the top are (T·N, …) rows."""
+
+    steps: int
+    batch: int
+    inputs: int
+    hidden: int
+    flat: bool
+
+
+def _fork_view(node: Node, shapes: tuple[Shape, ...]) -> _ForkView:
+    """Checks the bottoms of either schema; returns its sizes."""
+    if "hidden_size" in node.attrs:
+        steps, batch, hidden = _rows_layout(node, shapes)
+        return _ForkView(steps, batch, hidden, hidden, True)
+    steps, batch, inputs = _fork_layout(node, shapes)
+    return _ForkView(steps, batch, inputs, node.attrs["num_output"], len(shapes[0]) == 2)
+
+
+def _rows_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int]:
+    """The hidden_size schema (deepdiary's LayerSetUp): one bottom x (T·N, …) of width H,
+    T = sequence_len + 1, N = rows / T; returns T, N, H."""
+    hidden, steps = node.attrs["hidden_size"], node.attrs["sequence_len"] + 1
+    if hidden <= 0:
+        raise shape_error(node, f"hidden_size is {hidden}, expected > 0",
+                          "set lstm_param.hidden_size")
+    if len(shapes) != 1:
+        raise shape_error(node, f"expected 1 bottom (x), found {len(shapes)}",
+                          "the hidden_size Lstm has no clip bottom: each call starts from zeros")
+    _check_top_count(node, 1, "h")
+    x = shapes[0]
+    if len(x) < 2 or x[0] % steps or count(x, 1) != hidden:
+        raise shape_error(node, f"x must be (T·N, H) with T = sequence_len + 1 = {steps} and H = "
+                          f"hidden_size = {hidden}, found {tuple(x)}",
+                          "this Lstm reads rows t·N + n as wide as its hidden state")
+    return steps, x[0] // steps, hidden
+
+
+def _expand_fork(b, node: Node) -> None:
+    """junhyukoh's schema as it is; the hidden_size one as the same cell on (T·N, H) rows with
+    N = rows / T and no clip (the state starts at zero, as in deepdiary's Forward)."""
+    if "hidden_size" not in node.attrs:
+        expansion.expand_fork_lstm(b, node)
+        return
+    view = _fork_view(node, tuple(v.shape for v in node.inputs))
+    x = node.inputs[0]
+    if len(x.shape) != 2:
+        # x as (T·N, H) rows
+        rows_shape = (x.shape[0], view.inputs)
+        x = b.reshape("x_rows", x, [-1, view.inputs])
+        x.shape = rows_shape
+    rows = Node(node.name, node.op, [x], list(node.outputs),
+                {"num_output": view.hidden, "batch_size": view.batch}, list(node.weights),
+                origin=node.origin, where=node.where)
+    expansion.expand_fork_lstm(b, rows)
 
 
 def _fork_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int]:
@@ -225,13 +305,17 @@ def _check_clip(node: Node, x: Shape, clip: Shape, steps: int, batch: int) -> No
 
 @register_op
 class Lstm(Op):
-    """The junhyukoh/caffe-lstm fork's LSTM (lstm_param: num_output H, batch_size).
+    """The forks' LSTM type "Lstm": junhyukoh/caffe-lstm's (lstm_param: num_output H,
+    batch_size), or fanchenyou/deepdiary's (lstm_param: hidden_size H, sequence_len).
 
     Same cell as ``LSTM`` with clip in the role of cont, and blobs W_x (4H, I), W_h (4H, H),
-    b (4H) (gate blocks i, f, o, g). A 2-D x is (T·N, I), row t·N + n, N = batch_size, with top
-    (T·N, H) and clip of T·N values; x with 3 or more axes is (T, N, ...) with top (T, N, H) and
-    clip (T, N). Without a clip bottom clip_t = 0 at t = 0 and 1 after. Each call starts from
-    zeros (no carry-over). clipping_threshold only clips gradients and is ignored.
+    b (4H) (gate blocks i, f, o, g). junhyukoh: a 2-D x is (T·N, I), row t·N + n,
+    N = batch_size, with top (T·N, H) and clip of T·N values; x with 3 or more axes is
+    (T, N, ...) with top (T, N, H) and clip (T, N). hidden_size: x (T·N, …) of width I = H,
+    T = sequence_len + 1, N = rows / T, top (T·N, H), no clip. Without a clip bottom
+    clip_t = 0 at t = 0 and 1 after. Each call starts from zeros (no carry-over).
+    clipping_threshold only clips gradients and is ignored. An lstm_param with neither
+    num_output nor hidden_size is refused (_parse_fork).
     """
 
     type = "Lstm"
@@ -241,7 +325,7 @@ class Lstm(Op):
     # clip plays cont; no static input; each call starts from zeros (no expose_hidden)
     recurrent = RecurrentSpec(states=("h", "c"), static_bottom=None, exposable=False,
                               has_layouts=True)
-    expand = staticmethod(expansion.expand_fork_lstm)
+    expand = staticmethod(_expand_fork)
 
     @staticmethod
     def roles(node: Node, blobs: list) -> LstmWeights:
@@ -254,36 +338,32 @@ class Lstm(Op):
         return [w.w_xc, w.w_hc, w.b_c]
     n_bottoms = (1, 2)
 
-    @staticmethod
-    def parse(p):
-        return {"num_output": p.num_output, "batch_size": p.batch_size}
+    parse = staticmethod(_parse_fork)
 
     @staticmethod
     def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
-        steps, batch, _ = _fork_layout(node, shapes)
-        hidden = node.attrs["num_output"]
-        if len(shapes[0]) == 2:
-            return ((steps * batch, hidden),)
-        return ((steps, batch, hidden),)
+        v = _fork_view(node, shapes)
+        if v.flat:
+            return ((v.steps * v.batch, v.hidden),)
+        return ((v.steps, v.batch, v.hidden),)
 
     @staticmethod
     def blobs(node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
-        _, _, inputs = _fork_layout(node, shapes)
-        hidden = node.attrs["num_output"]
-        gates = len(CAFFE_GATES) * hidden
-        return ("W_x", (gates, inputs)), ("W_h", (gates, hidden)), ("b", (gates,))
+        v = _fork_view(node, shapes)
+        gates = len(CAFFE_GATES) * v.hidden
+        return ("W_x", (gates, v.inputs)), ("W_h", (gates, v.hidden)), ("b", (gates,))
 
     @staticmethod
     def numpy(node: Node, *arrays):
         x, *clip_bottom = [np.asarray(a, np.float64) for a in arrays[:len(node.inputs)]]
         w_x, w_h, b = [np.asarray(a, np.float64) for a in arrays[len(node.inputs):]]
-        steps, batch, inputs = _fork_sequence(node, x.shape)
-        hidden = node.attrs["num_output"]
-        clip = clip_bottom[0].reshape(steps, batch) if clip_bottom else _fresh_clip(steps, batch)
-        x_proj = _project_inputs(x.reshape(steps, batch, inputs), w_x, b)
-        zeros = np.zeros((batch, hidden))
+        v = _fork_view(node, tuple(a.shape for a in arrays[:len(node.inputs)]))
+        clip = (clip_bottom[0].reshape(v.steps, v.batch) if clip_bottom
+                else _fresh_clip(v.steps, v.batch))
+        x_proj = _project_inputs(x.reshape(v.steps, v.batch, v.inputs), w_x, b)
+        zeros = np.zeros((v.batch, v.hidden))
         h, _, _ = _run_lstm(x_proj, clip, zeros, zeros, LstmWeights(w_x, b, w_h), LstmVariant())
-        return _float32(h.reshape(steps * batch, hidden) if x.ndim == 2 else h)
+        return _float32(h.reshape(v.steps * v.batch, v.hidden) if v.flat else h)
 
 
 def _has_static(node: Node, n_states: int) -> bool:

@@ -1,0 +1,126 @@
+"""The forks' three incompatible lstm_param schemas of the type "Lstm": told apart by the fields
+a layer sets, converted where the math is known (junhyukoh's num_output, deepdiary's
+hidden_size), refused in one line otherwise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from caffe_lstm.analysis.shapes import infer_shapes
+from caffe_lstm.backends.numpy_exec import NumpyExecutor
+from caffe_lstm.errors import ShapeError, UnsupportedLayerError
+from caffe_lstm.frontend.params import Params
+from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ops import get_op
+from caffe_lstm.passes import run_passes
+from tests.opcheck import make_node, run_op
+
+#: torch (i, f, g, o) = Caffe gate blocks (0, 1, 3, 2).
+TORCH_FROM_CAFFE = (0, 1, 3, 2)
+
+
+def _params(**fields) -> Params:
+    """lstm_param as the frontend hands it over, with only ``fields`` written (a hidden_size
+    schema field that our caffe.proto may not have yet is built the same way)."""
+    defaults = {"num_output": 0, "clipping_threshold": 0.0, "batch_size": 1}
+    return Params({**defaults, **fields}, frozenset(fields))
+
+
+def test_junhyukoh_schema_by_num_output():
+    attrs = get_op("Lstm").parse(_params(num_output=8, batch_size=2, clipping_threshold=5.0))
+    assert attrs == {"num_output": 8, "batch_size": 2}
+
+
+def test_hidden_size_schema_by_hidden_size():
+    attrs = get_op("Lstm").parse(_params(hidden_size=8, sequence_len=4, vocabulary_size=100))
+    assert attrs == {"hidden_size": 8, "sequence_len": 4}
+
+
+@pytest.mark.parametrize("fields", [{}, {"clipping_threshold": 5.0}])
+def test_neither_schema_is_refused_naming_the_forks(fields):
+    with pytest.raises(UnsupportedLayerError) as error:
+        get_op("Lstm").parse(_params(**fields))
+    message = str(error.value)
+    assert "junhyukoh/caffe-lstm" in message and "fanchenyou/deepdiary" in message
+    assert "recurrent_param" in message and "\n" not in message
+
+
+def test_an_lstm_layer_with_recurrent_param_is_refused_in_one_line(invoke, tmp_path):
+    net = tmp_path / "net.prototxt"
+    net.write_text('input: "x" input_shape { dim: 4 dim: 1 dim: 3 }\n'
+                   'layer { name: "lstm" type: "Lstm" bottom: "x" top: "h" '
+                   'recurrent_param { num_output: 5 } }\n')
+    result = invoke("inspect", net)
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "layer 'lstm' (Lstm)" in lines[0], lines
+    assert "recurrent_param" in lines[0] and "junhyukoh" in lines[0]
+
+
+# ---- the hidden_size schema computes junhyukoh's cell on rows t·N + n ------------------------
+
+
+def _weights(rng, hidden):
+    return [rng.normal(0, 0.5, s).astype(np.float32)
+            for s in ((4 * hidden, hidden), (4 * hidden, hidden), (4 * hidden,))]
+
+
+def _torch(x, w_x, w_h, b):
+    torch = pytest.importorskip("torch")
+
+    def reorder(a):
+        blocks = np.split(np.asarray(a, np.float64), 4, axis=0)
+        return np.concatenate([blocks[k] for k in TORCH_FROM_CAFFE], axis=0)
+
+    lstm = torch.nn.LSTM(x.shape[2], w_h.shape[1]).double()
+    with torch.no_grad():
+        lstm.weight_ih_l0.copy_(torch.from_numpy(reorder(w_x)))
+        lstm.weight_hh_l0.copy_(torch.from_numpy(reorder(w_h)))
+        lstm.bias_ih_l0.copy_(torch.from_numpy(reorder(b)))
+        lstm.bias_hh_l0.zero_()
+        y, _ = lstm(torch.from_numpy(np.asarray(x, np.float64)))
+    return y.numpy()
+
+
+@pytest.mark.parametrize("trailing", [(), (1, 1)], ids=["2-D", "4-D"])
+def test_hidden_size_lstm_matches_torch_and_junhyukohs(trailing):
+    steps, batch, hidden = 5, 3, 4   # sequence_len 4: T = 5
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(steps * batch, hidden)).astype(np.float32)
+    weights = _weights(rng, hidden)
+    attrs = {"hidden_size": hidden, "sequence_len": steps - 1}
+    (h,) = run_op("Lstm", attrs, [rows.reshape(rows.shape + trailing)], weights)
+    assert h.shape == (steps * batch, hidden)
+    (same,) = run_op("Lstm", {"num_output": hidden, "batch_size": batch}, [rows], weights)
+    np.testing.assert_array_equal(h, same)
+    expected = _torch(rows.reshape(steps, batch, hidden), *weights)
+    np.testing.assert_allclose(h, expected.reshape(steps * batch, hidden), atol=1e-5)
+
+
+@pytest.mark.parametrize("shapes, message", [
+    ([(10, 3)], r"x must be \(T·N, H\) with T = sequence_len \+ 1 = 5 and H = hidden_size = 4"),
+    ([(12, 4)], "T = sequence_len"),   # 12 rows are no multiple of T = 5
+    ([(10, 4), (10, 1)], "has no clip bottom"),
+])
+def test_hidden_size_lstm_refuses_bad_bottoms(shapes, message):
+    node = make_node("Lstm", {"hidden_size": 4, "sequence_len": 4}, shapes)
+    with pytest.raises(ShapeError, match=message):
+        get_op("Lstm").infer(node, *shapes)
+
+
+def test_hidden_size_lstm_expands_like_its_equations():
+    steps, batch, hidden = 4, 2, 3
+    rng = np.random.default_rng(1)
+    x = Value("x", (steps * batch, hidden, 1, 1))
+    weights = [Value(f"lstm/{name}", w.shape, w, is_weight=True)
+               for name, w in zip(("W_x", "W_h", "b"), _weights(rng, hidden))]
+    node = Node("lstm", "Lstm", [x], [Value("h")], {"hidden_size": hidden,
+                                                    "sequence_len": steps - 1}, weights)
+    graph = Graph("net", [node], [x], list(node.outputs))
+    infer_shapes(graph)
+    feeds = {"x": rng.normal(size=x.shape).astype(np.float32)}
+    direct = NumpyExecutor(graph).run(feeds)["h"]
+    rewritten = run_passes(graph)
+    assert "Lstm" not in {n.op for n in rewritten.nodes}
+    np.testing.assert_allclose(NumpyExecutor(rewritten).run(feeds)["h"], direct, atol=1e-6)
