@@ -59,13 +59,15 @@ def _assert_close(got: dict, expected: dict) -> None:
         assert error <= RTOL * scale, f"{name}: max error {error:.3g} vs max |value| {scale:.3g}"
 
 
-def check_export(invoke, tmp_path, net, weights, feeds_list, export_flags=(), state="zero"):
+def check_export(invoke, tmp_path, net, weights, feeds_list, export_flags=(), state="zero",
+                 outputs=""):
     """Exports once, then for every feeds: onnxruntime's outputs equal run --original's."""
-    model = _export(invoke, tmp_path, net, weights, "--state", state, *export_flags)
+    common = ("--state", state, "--outputs", outputs)
+    model = _export(invoke, tmp_path, net, weights, *common, *export_flags)
     for feeds in feeds_list:
-        expected = _run(invoke, tmp_path, net, weights, feeds, "--original", "--state", state)
+        expected = _run(invoke, tmp_path, net, weights, feeds, "--original", *common)
         got = _run(invoke, tmp_path, net, weights, feeds, "--backend", "onnxruntime",
-                   "--onnx", model, "--state", state)
+                   "--onnx", model, *common)
         _assert_close(got, expected)
     return model
 
@@ -339,6 +341,17 @@ def test_a_blob_named_like_a_weight(invoke, tmp_path):
     graph = onnx.load(model).graph
     assert [o.name for o in graph.output] == ["ip2/bias"]
     assert len({t.name for t in graph.initializer}) == len(graph.initializer)
+
+
+def test_outputs_keep_the_blob_names(invoke, tmp_path):
+    """A net input, a Dropout of it and a Split top as outputs: each under its own name."""
+    text = _input_layer({"x": (2, 3)}) + (
+        'layer { name: "drop" type: "Dropout" bottom: "x" top: "drop" }\n'
+        'layer { name: "split" type: "Split" bottom: "drop" top: "a" top: "b" }\n'
+        'layer { name: "tanh" type: "TanH" bottom: "a" top: "tanh" }\n')
+    net, weights = _synthetic(tmp_path, text)
+    model = check_export(invoke, tmp_path, net, weights, [None], outputs="x,drop,b,tanh")
+    assert [o.name for o in onnx.load(model).graph.output] == ["x", "drop", "b", "tanh"]
 
 
 # ---- symbolic T and N ---------------------------------------------------------------------------

@@ -182,7 +182,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
         for value in node.weights:
             ctx.reserve(value.name)
     outputs = walker.walk(graph, [v.name for v in graph.inputs])
-    outputs = [_as_output(ctx, value.name, name, graph.inputs)
+    outputs = [_as_output(ctx, value.name, name)
                for value, name in zip(graph.outputs, outputs)]
     helper = onnx.helper
     proto = helper.make_graph(
@@ -196,14 +196,12 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     return model, ctx.keep_alive
 
 
-def _as_output(ctx: OnnxContext, wanted: str, name: str, inputs: Sequence[Value]) -> str:
-    """A graph output must carry the blob's own name and cannot be a graph input: an alias
-    (Dropout of a net input, two Split tops) is copied by an Identity."""
-    if name == wanted and all(v.name != name for v in inputs):
-        return name
-    if name == wanted:  # the net input itself is an output: its copy gets a suffix
-        wanted = ctx.unique(f"{wanted}/copy")
-    ctx.add("Identity", [name], [wanted], suffix="copy")
+def _as_output(ctx: OnnxContext, wanted: str, name: str) -> str:
+    """A graph output carries the blob's own name: an alias (Dropout of a net input, two Split
+    tops) is copied by an Identity of that name. (A net input that is also an output needs
+    none: onnx, onnxruntime and TensorRT's parser accept one name in both lists.)"""
+    if name != wanted:
+        ctx.add("Identity", [name], [wanted], suffix="copy")
     return wanted
 
 
