@@ -188,3 +188,42 @@ def test_unrolled_lstm_unit_net_converts_and_verifies(invoke, unrolled_case):
     assert engine.stat().st_size > 0
     result = invoke("verify", unrolled, "-w", weights, "--inputs", folder / "in.npz")
     assert result.exit_code == 0, result.stdout + result.stderr
+
+
+
+UNIT_NET = """
+input: "c_prev" input_shape { dim: 1 dim: 3 dim: 5 }
+input: "gates" input_shape { dim: 1 dim: 3 dim: 20 }
+input: "cont" input_shape { dim: 1 dim: 3 }
+layer { name: "unit" type: "LSTMUnit" bottom: "c_prev" bottom: "gates" bottom: "cont"
+        top: "c" top: "h" }
+"""
+
+
+@pytest.mark.parametrize("fp16", [False, True], ids=["fp32", "fp16"])
+def test_tensorrt_network_with_a_dynamic_batch(tmp_path, fp16):
+    """The TensorRT network (walked on the CPU) against numpy, N varying at run time."""
+    pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
+    from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, emit
+    from caffe_lstm.backends.tensorrt.network_eval import evaluate_network
+    from caffe_lstm.backends.tensorrt.runtime import load_runtime
+    from caffe_lstm.frontend.loader import load_net
+
+    net = tmp_path / "unit.prototxt"
+    net.write_text(UNIT_NET)
+    graph, runtime = load_net(net).graph, load_runtime("tensorrt-rtx")
+    shapes = {"c_prev": ((1, 1, 5), (1, 3, 5), (1, 8, 5)),
+              "gates": ((1, 1, 20), (1, 3, 20), (1, 8, 20)), "cont": ((1, 1), (1, 3), (1, 8))}
+    options = BuildOptions(fp16=fp16, shapes=shapes)
+    assert build_engine(runtime, graph, options)[:4] == b"vtrt"
+    _, network, _ = emit(runtime, graph, options)
+    rng = np.random.default_rng(9)
+    arrays = [rng.normal(size=(1, 6, 5)), rng.normal(size=(1, 6, 20)),
+              np.array([[0, 1, 0.5, 1, 1, 0]])]
+    feeds = {name: np.asarray(a, np.float32) for name, a in zip(("c_prev", "gates", "cont"),
+                                                                 arrays)}
+    got = evaluate_network(runtime.trt, network, feeds)
+    want = run_op("LSTMUnit", {}, list(feeds.values()), n_tops=2)
+    tolerance = 1e-2 if fp16 else 1e-5
+    for name, expected in zip(("c", "h"), want):
+        np.testing.assert_allclose(got[name].astype(np.float32), expected, atol=tolerance)
