@@ -394,6 +394,21 @@ def test_fork_lstm_with_symbolic_time(invoke, tmp_path):
     check_export(invoke, tmp_path, net, weights, feeds, ("--shape", "x:1x1x3:5x2x3:9x3x3"))
 
 
+def test_time_and_batch_over_the_same_range_are_not_one_dim(invoke, tmp_path):
+    """T and N both 1..9: each input dim keeps its own name, dims computed from them stay
+    unnamed (no false T = N), and the model runs with T ≠ N."""
+    net, weights = sample("seq_classifier")
+    feeds = [{"data": np.random.default_rng(t).normal(size=(t, n, 8)).astype(np.float32),
+              "cont": _cont(t, n)} for t, n in ((3, 7), (9, 1))]
+    model = check_export(invoke, tmp_path, net, weights, feeds,
+                         ("--shape", "data:1x1x8:5x5x8:9x9x8", "--shape", "cont:1x1:5x5:9x9"))
+    graph = onnx.load(model).graph
+    dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in [*graph.input, *graph.output]}
+    assert dims == {"data": ["data_dim0", "data_dim1", 8], "cont": ["cont_dim0", "cont_dim1"],
+                    "probs": [0, 0, 5]}  # 0: a dim without value or name
+
+
 # ---- large models: external data ------------------------------------------------------------
 
 
