@@ -15,9 +15,13 @@ from tests.opcheck import make_node
 
 
 def run_onnx_facet(op_type: str, attrs: dict[str, Any], inputs: Sequence[np.ndarray],
-                   weights: Sequence[np.ndarray] = (), n_tops: int = 1,
-                   opset: int = 17) -> list[np.ndarray]:
-    """The facet's ONNX nodes as a one-node model, run by onnxruntime on float32 ``inputs``."""
+                   weights: Sequence[np.ndarray] = (), n_tops: int = 1, opset: int = 17,
+                   dynamic: Sequence[tuple[int, int]] = ()) -> list[np.ndarray]:
+    """The facet's ONNX nodes as a one-node model, run by onnxruntime on float32 ``inputs``.
+
+    ``dynamic`` lists (bottom, axis) pairs that the model leaves symbolic, as an export with
+    ``--shape`` ranges does: the facet must read them at run time.
+    """
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     op = get_op(op_type)
@@ -28,6 +32,12 @@ def run_onnx_facet(op_type: str, attrs: dict[str, Any], inputs: Sequence[np.ndar
         value.shape = tuple(shape)
     ctx = OnnxContext(onnx, opset)
     ctx.node = node
+    varying = {(id(node.inputs[b]), axis) for b, axis in dynamic}
+
+    def value_dims(value: Value) -> tuple:
+        return tuple(None if (id(value), a) in varying else d for a, d in enumerate(value.shape))
+
+    ctx.value_dims = value_dims
     names = [v.name for v in node.inputs]
     for name in names:
         ctx.reserve(name)
@@ -38,8 +48,9 @@ def run_onnx_facet(op_type: str, attrs: dict[str, Any], inputs: Sequence[np.ndar
         return onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, list(shape))
 
     graph = onnx.helper.make_graph(
-        ctx.parts.nodes, "facet", [info(n, np.shape(x)) for n, x in zip(names, inputs)],
-        [info(n, v.shape) for n, v in zip(outputs, node.outputs)], ctx.parts.initializers)
+        ctx.parts.nodes, "facet", [info(n, value_dims(v)) for n, v in zip(names, node.inputs)],
+        [info(n, [None] * len(v.shape)) for n, v in zip(outputs, node.outputs)],
+        ctx.parts.initializers)
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
     onnx.checker.check_model(model, full_check=True)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -76,6 +76,14 @@ def test_onnx_facet_decodes_like_numpy(case):
     np.testing.assert_array_equal(got, expected)
 
 
+def test_onnx_facet_reads_a_varying_sequence_length_at_run_time():
+    paths, classes, blank, merge, _ = CASES["two-streams"]
+    x = _scores(paths, classes)
+    (expected,) = run_op("CTCGreedyDecoder", _attrs(blank, merge), [x])
+    (got,) = run_onnx_facet("CTCGreedyDecoder", _attrs(blank, merge), [x], dynamic=[(0, 0)])
+    np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("shapes, message", [
     (((4, 2),), r"the scores must be \(T, N, C\)"),
     (((4, 2, 3), (2, 4)), "accuracy form"),
