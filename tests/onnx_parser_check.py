@@ -24,9 +24,9 @@ def parser_outputs(model: Path | bytes, feeds: dict[str, np.ndarray]) -> dict[st
     runtime = load_runtime("tensorrt-rtx")
     data = model if isinstance(model, bytes) else _model_bytes(Path(model))
     _, network, parser = parse_onnx(runtime, data)
-    names = {network.get_input(i).name for i in range(network.num_inputs)}
-    results = evaluate_network(runtime.trt, network, {k: v for k, v in feeds.items()
-                                                      if k in names})
+    names = [network.get_input(i).name for i in range(network.num_inputs)]
+    results = evaluate_network(runtime.trt, network,
+                               {name: feeds[_fed_name(name, feeds)] for name in names})
     del parser
     return {name: np.asarray(array, np.float32) for name, array in results.items()}
 
@@ -54,6 +54,14 @@ def assert_parser_matches_onnxruntime(model: Path | bytes, feeds: dict[str, np.n
         error = float(np.abs(got[name] - reference).max(initial=0))
         assert error <= PARSER_RTOL * scale, \
             f"{name}: parser network vs onnxruntime {error:.3g} (max |value| {scale:.3g})"
+
+
+def _fed_name(name: str, feeds: dict) -> str:
+    """The feed of a network input: TensorRT's parser renames a graph input that is also a graph
+    output (a network input cannot be an output) to ``__<name>``."""
+    if name not in feeds and name.startswith("__") and name[2:] in feeds:
+        return name[2:]
+    return name
 
 
 def _model_bytes(path: Path) -> bytes:

@@ -9,10 +9,14 @@ inputs (one ``error:`` line, exit 1, no file left).
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
+import caffe_lstm
 from caffe_lstm.ops import get_op
+from tests.onnx_parser_check import assert_parser_matches_onnxruntime
 from tests.conftest import net_with_weights, sample
 from tests.test_variants import ONNX_VARIANTS, feeds_for, variant_blobs, variant_net, \
     write_variant
@@ -21,6 +25,8 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 RTOL = 1e-5
+#: TensorRT for RTX's OnnxParser for the cross-check (installed by the test extra).
+PARSER_AVAILABLE = importlib.util.find_spec("tensorrt_rtx_bindings") is not None
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -61,7 +67,9 @@ def _assert_close(got: dict, expected: dict) -> None:
 
 def check_export(invoke, tmp_path, net, weights, feeds_list, export_flags=(), state="zero",
                  outputs=""):
-    """Exports once, then for every feeds: onnxruntime's outputs equal run --original's."""
+    """Exports once, then for every feeds: onnxruntime's outputs equal run --original's, and
+    TensorRT's OnnxParser builds the model into a network whose evaluation equals onnxruntime's
+    (tests/onnx_parser_check.py)."""
     common = ("--state", state, "--outputs", outputs)
     model = _export(invoke, tmp_path, net, weights, *common, *export_flags)
     for feeds in feeds_list:
@@ -69,7 +77,22 @@ def check_export(invoke, tmp_path, net, weights, feeds_list, export_flags=(), st
         got = _run(invoke, tmp_path, net, weights, feeds, "--backend", "onnxruntime",
                    "--onnx", model, *common)
         _assert_close(got, expected)
+        if PARSER_AVAILABLE:
+            actual = _actual_feeds(net, weights, feeds, state, outputs)
+            assert_parser_matches_onnxruntime(model, actual)
     return model
+
+
+def _actual_feeds(net, weights, feeds, state, outputs) -> dict[str, np.ndarray]:
+    """The arrays ``run`` fed: ``feeds`` with zero initial states, or its seed-3 random ones."""
+    names = [name for name in outputs.split(",") if name]
+    loaded = caffe_lstm.load(net, weights, outputs=names)
+    stated = loaded.with_state_io() if state == "io" else loaded
+    if feeds is None:
+        return stated.random_inputs(seed=3)
+    zeros = {k: np.zeros_like(v) for k, v in stated.random_inputs(seed=3).items()
+             if k.endswith(("/h_0", "/c_0")) and k not in feeds}
+    return {**zeros, **feeds}
 
 
 def _synthetic(tmp_path, text: str, seed: int = 0):

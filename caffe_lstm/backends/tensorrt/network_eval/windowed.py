@@ -160,15 +160,16 @@ def _lrn(layer, inputs, run):
 @evaluates("TOPK", "ITopKLayer")
 def _topk(layer, inputs, run):
     """The k largest (MAX) or smallest (MIN) values along the one axis of the bitmask, sorted,
-    and their indices; equal values keep their order (TensorRT does not specify one)."""
+    and their indices; equal values keep their order (TensorRT does not specify one). k is the
+    layer's attribute, or a 0-D shape tensor (what TensorRT's ONNX parser makes of TopK's K)."""
     x = inputs[0]
-    if len(inputs) > 1 and inputs[1] is not None:
-        raise NotImplementedError("top-k with k given as a tensor")
+    k = int(np.asarray(inputs[1]).reshape(-1)[0]) if len(inputs) > 1 and inputs[1] is not None \
+        else layer.k
     axes = _axes_of(layer.axes, x.ndim)
     if len(axes) != 1:
         raise NetworkEvalError(f"top-k axes bitmask {layer.axes:#b} selects {len(axes)} axes")
     key = -_wide(x) if layer.op.name == "MAX" else _wide(x)
     order = np.argsort(key, axis=axes[0], kind="stable")
-    index = np.take(order, np.arange(layer.k), axis=axes[0])
+    index = np.take(order, np.arange(k), axis=axes[0])
     values = np.take_along_axis(x, index, axis=axes[0])
     return [values, index.astype(numpy_dtype(layer.indices_type))]
