@@ -35,6 +35,13 @@ layer { name: "ip" type: "InnerProduct" bottom: "h" top: "y"
         inner_product_param { num_output: 3 axis: 2 } }
 """
 INPUT = 'layer { name: "input" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }\n'
+# NET as a train/test net: an HDF5 reader (shapes in its files), a stage, a loss.
+TRAIN_NET = NET.replace(
+    'layer { name: "input" type: "Input" top: "x" top: "cont"\n'
+    '        input_param { shape { dim: 3 dim: 2 dim: 4 } shape { dim: 3 dim: 2 } } }',
+    'layer { name: "data" type: "HDF5Data" top: "x" top: "cont" top: "label"\n'
+    '        include { phase: TEST stage: "val" } hdf5_data_param { batch_size: 2 } }') + (
+    'layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" }\n')
 
 
 def layer(name: str, type_: str, bottoms=(), tops=(), params: str = "") -> str:
@@ -157,6 +164,19 @@ CASES = {
                             net='layer { name: "l" type: "Loop" loop_param { ' * 300),
     "unknown-field": Case(REWRITE, "net.prototxt:2:", "bottum",
                           net=INPUT + 'layer { name: "t" type: "TanH" bottum: "x" top: "y" }\n'),
+    "unknown-field-on-converted-layer": Case(
+        REWRITE, "net.prototxt:5:", "layer 'lstm1' (LSTM) has the unknown field "
+        "'recurrent_param.zoneout'", net=NET.replace("num_output: 5", "num_output: 5 zoneout: 1")),
+    "recurrent-num-layers": Case(REWRITE, "layer 'lstm1' (LSTM) at", "num_layers is 2",
+                                 net=NET.replace("num_output: 5", "num_output: 5 num_layers: 2")),
+    "reader-of-another-stage": Case(REWRITE, "layer 'lstm1' (LSTM) at", "--stage val",
+                                    net=TRAIN_NET),
+    "reader-shape-not-given": Case(RUN + " --stage val", "layer 'data' (HDF5Data) at",
+                                   "--shape x:DIMS --shape cont:DIMS", net=TRAIN_NET,
+                                   files=WEIGHTS),
+    "shape-not-a-net-input": Case(REWRITE + " --shape nope:2x3", "--shape",
+                                  "names 'nope', which is not a net input"),
+    "shape-wrong-rank": Case(REWRITE + " --shape x:3x2", "--shape", "x has 2 dims"),
     "binary-as-prototxt": Case("inspect {dir}/net.prototxt", "net.prototxt", "not UTF-8",
                                files={"net.prototxt": good_weights}),
     "mixed-v1-and-v2-layers": Case(REWRITE, "net.prototxt", "mixes V2 'layer' and legacy",

@@ -1,26 +1,27 @@
 """Every corpus file through the whole pipeline: inspect; for deploy nets weights init, run and
-convert (post-processing cut with --outputs). docs/corpus.md keeps the same table."""
+convert (post-processing cut with --outputs); train/test nets, read as their deploy graph,
+through inspect (with every shape), weights init, verify and convert. docs/corpus.md keeps the
+same table."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from tests.conftest import corpus_files, needs_corpus
+from tests.conftest import corpus_files, corpus_options, needs_corpus
 
 pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
 
 #: file -> (--outputs cut or "", the expected outcome): "engine" = inspect, weights init, run
-#: and convert succeed; otherwise the text the one-line inspect error must contain.
+#: and convert succeed ("verified engine": weights init, verify and convert, for the train/test
+#: nets); otherwise the text the one-line inspect error must contain.
 EXPECTED = {
     "examples__LRCN_activity_recognition__deploy_lstm.prototxt": ("", "engine"),
-    "examples__LRCN_activity_recognition__train_test_lstm_RGB.prototxt":
-        ("", "SoftmaxWithLoss (loss); Accuracy (accuracy)"),
+    "examples__LRCN_activity_recognition__train_test_lstm_RGB.prototxt": ("", "verified engine"),
     "examples__LRCN_evaluate__deploy_lstm_lstm.prototxt": ("", "engine"),
-    "examples__coco_caption__lrcn.prototxt":
-        ("", "SoftmaxWithLoss (cross_entropy_loss); Accuracy (accuracy)"),
+    "examples__coco_caption__lrcn.prototxt": ("", "verified engine"),
     "examples__coco_caption__lrcn_word_to_preds.deploy.prototxt": ("", "engine"),
-    "examples__coco_caption__lstm_language_model.prototxt":
-        ("", "SoftmaxWithLoss (cross_entropy_loss); Accuracy (accuracy)"),
+    "examples__coco_caption__lstm_language_model.prototxt": ("", "verified engine"),
     "examples__coco_caption__lstm_lm.deploy.prototxt": ("", "engine"),
     "examples__lstm_sequence__deep_lstm_short.prototxt": ("", "engine"),
     "examples__lstm_sequence__lstm_short.prototxt": ("", "engine"),
@@ -30,16 +31,43 @@ EXPECTED = {
     "models__deploy.prototxt": ("rpn_cls_prob_reshape,rpn_bbox_pred", "engine"),
     "examples__language_fusion__deploy_lm_deepfus_img512_s2vt_glove.words_to_preds.prototxt":
         ("", "engine"),
-    "examples__s2vt__s2vt.prototxt": ("", "SoftmaxWithLoss (cross_entropy_loss); Accuracy"),
+    "examples__s2vt__s2vt.prototxt": ("", "verified engine"),
     "examples__s2vt__s2vt.words_to_preds.deploy.prototxt": ("", "engine"),
     "examples__warpctc_captcha__deploy.prototxt": ("", "engine"),
     "examples__crnn__deploy.prototxt": ("", "engine"),
+}
+
+#: How the train/test nets run (weights init, verify, convert): the stages of
+#: conftest.CORPUS_TRAIN_NETS with smaller shapes where the net leaves them open (few streams
+#: and steps; the LRCN AlexNet front ends get 67 x 67 images, the smallest their pooling
+#: allows, since numpy convolutions of 227 x 227 frames take minutes), and verify's options.
+#: Synthetic weights, uniform in [-0.5, 0.5), make 1000-wide recurrences chaotic: float32
+#: rounding grows with every step, so the language models run 3 steps, and S2VT (80 steps x
+#: 32 streams, fixed by its Reshape) is verified with cont resetting every 4 steps, at
+#: atol 1e-3, up to lstm2 (its 46168-word predict layer alone takes 2 minutes in numpy).
+LRCN_STAGES = ("--stage", "test-on-val", "--stage", "factored", "--stage", "2-layer")
+S2VT_SHAPES = ("--shape", "cont_sentence:80x32", "--shape", "input_sentence:80x32",
+               "--shape", "stage_indicator:80x32", "--shape", "frame_fc7:80x32x4096")
+TRAIN_RUNS = {
+    "examples__coco_caption__lrcn.prototxt": (
+        (*LRCN_STAGES, "--shape", "data:2x3x67x67", "--shape", "cont_sentence:3x2",
+         "--shape", "input_sentence:3x2"), ("--atol", "1e-4")),
+    "examples__coco_caption__lstm_language_model.prototxt": (
+        ("--stage", "test-on-val", "--shape", "cont_sentence:3x2",
+         "--shape", "input_sentence:3x2"), ("--atol", "1e-4")),
+    "examples__LRCN_activity_recognition__train_test_lstm_RGB.prototxt": (
+        ("--stage", "test-on-test", "--shape", "data:48x3x67x67", "--shape", "clip_markers:48"),
+        ()),
+    "examples__s2vt__s2vt.prototxt": (
+        (*LRCN_STAGES, *S2VT_SHAPES), ("--atol", "1e-3", "--outputs", "lstm2")),
 }
 
 
 @needs_corpus()
 def test_every_corpus_file_has_an_expected_outcome():
     assert sorted(p.name for p in corpus_files()) == sorted(EXPECTED)
+    assert {name for name, (_, outcome) in EXPECTED.items() if outcome == "verified engine"} \
+        == set(TRAIN_RUNS)
 
 
 @needs_corpus()
@@ -47,16 +75,40 @@ def test_every_corpus_file_has_an_expected_outcome():
 def test_corpus_file_through_the_pipeline(invoke, tmp_path, path):
     cut, expected = EXPECTED[path.name]
     selection = ("--outputs", cut) if cut else ()
-    result = invoke("inspect", path, *selection)
-    if expected != "engine":
+    result = invoke("inspect", path, *selection, *corpus_options(path))
+    if expected not in ("engine", "verified engine"):
         assert result.exit_code == 1 and expected in result.stderr, result.stderr
         assert "unsupported layer types" in result.stderr and "--outputs" in result.stderr
         return
     assert result.exit_code == 0, result.stderr
+    assert "?" not in result.stdout  # every shape known
     weights, engine = tmp_path / "w.caffemodel", tmp_path / "net.engine"
-    for args in (("weights", "init", path, "-o", weights),
-                 ("run", path, "-w", weights, "-o", tmp_path / "out.npz"),
-                 ("convert", path, "-w", weights, "-o", engine)):
-        result = invoke(*args, *selection)
+    if expected == "engine":
+        steps = (("weights", "init", path, "-o", weights, *selection),
+                 ("run", path, "-w", weights, "-o", tmp_path / "out.npz", *selection),
+                 ("convert", path, "-w", weights, "-o", engine, *selection))
+    else:
+        options, verify_options = TRAIN_RUNS[path.name]
+        steps = (("weights", "init", path, "-o", weights, *options),
+                 ("verify", path, "-w", weights, *options, *verify_options,
+                  *_resetting_inputs(path, tmp_path)),
+                 ("convert", path, "-w", weights, "-o", engine, *options))
+    for args in steps:
+        result = invoke(*args)
         assert result.exit_code == 0, (args[0], result.stderr)
     assert engine.read_bytes()[:4] == b"vtrt"
+
+
+def _resetting_inputs(path, folder) -> tuple[str, ...]:
+    """S2VT's verify inputs: word ids, a stage indicator, frame features, and cont 0 every 4
+    steps (S2VT packs several sentences into its 80 steps the same way)."""
+    if path.name != "examples__s2vt__s2vt.prototxt":
+        return ()
+    rng = np.random.default_rng(0)
+    cont = np.ones((80, 32), np.float32)
+    cont[::4] = 0
+    np.savez(folder / "in.npz", cont_sentence=cont,
+             input_sentence=rng.integers(0, 46168, (80, 32)).astype(np.float32),
+             stage_indicator=(np.arange(80)[:, None] >= 40).repeat(32, 1).astype(np.float32),
+             frame_fc7=rng.standard_normal((80, 32, 4096)).astype(np.float32))
+    return ("--inputs", str(folder / "in.npz"))

@@ -219,6 +219,24 @@ def _mutate_npz_member(data: bytes, a: int, b: int) -> bytes:
     return out.getvalue()
 
 
+#: What forks write that our schema does not know: scalar fields (strings, lists, separators),
+#: whole messages (nested, either bracket), enum values of known fields (pool, phase, engine).
+UNKNOWN_SNIPPETS = (
+    b"zz_field: 3 ", b'zz_name: "a" "b" ', b"zz_param { a: 1 b { c: 'x}' } } ",
+    b"zz_list: [1, 2, 3] ", b"zz_msg < d: -1.5e3 > ", b"phase: RUN ", b"pool: FANCY ",
+    b"engine: CUDNN9 ", b"zz_flag: true, ", b"zz_block: { e: [ { f: 1 } ] } ", b"variance_norm: X ",
+)
+
+
+def _insert_unknown(data: bytes, a: int, b: int) -> bytes:
+    """An unknown field, message or enum value at the start of the a-th line (between two
+    fields in the files the seeds are)."""
+    lines = data.splitlines(keepends=True)
+    snippet = UNKNOWN_SNIPPETS[b % len(UNKNOWN_SNIPPETS)]
+    at = a % (len(lines) + 1)
+    return b"".join(lines[:at] + [snippet + b"\n"] + lines[at:])
+
+
 TEXT_MUTATIONS: tuple[Callable[[bytes, int, int], bytes], ...] = (
     _flip_text, _flip, _truncate, _delete_line, _duplicate_line, _replace_number,
     _replace_number, _replace_number, _swap_field, _swap_field)
@@ -333,6 +351,24 @@ def test_fuzz_prototxt_random_text(text):
 @given(data=st.binary(max_size=256))
 def test_fuzz_prototxt_random_bytes(data):
     ends_well(load_prototxt, data)
+
+
+@settings(FUZZ, max_examples=200)
+@given(seed=st.integers(0, 10**6),
+       inserts=st.lists(st.tuples(st.integers(0, 2**20), st.integers(0, 2**20)), min_size=1,
+                        max_size=3))
+def test_fuzz_prototxt_unknown_fields(seed, inserts):
+    """Unknown fields, messages and enum values inserted into the seeds: the reader never
+    crashes or hangs, and never calls them a syntax error (they are skipped, and refused only
+    on a converted layer)."""
+    seeds = prototxt_seeds()
+    data = seeds[seed % len(seeds)]
+    for a, b in inserts:
+        data = _insert_unknown(data, a, b)
+    try:
+        load_prototxt(data)
+    except CaffeLstmError as exc:
+        assert "\n" not in exc.line() and not exc.what.startswith("invalid prototxt"), exc.line()
 
 
 @FUZZ
