@@ -296,8 +296,10 @@ class Net:
         check_opset(opset)
         self._require_weights("export to ONNX")
         graph, profiles = self._onnx_graph(shapes, state)
-        model, keep_alive = build_model(graph, opset, profiles)
-        data = save_model(model, path) if path is not None else None
+        # written to a file, the large weights go from the caffemodel's memory map to the file
+        # without a copy in between (build_model's stream)
+        model, streamed = build_model(graph, opset, profiles, stream=path is not None)
+        data = save_model(model, path, streamed) if path is not None else None
         return OnnxExport(None if path is None else Path(path), data, opset,
                           _onnx_dims(model.graph.input), _onnx_dims(model.graph.output),
                           len(model.graph.node),
@@ -604,10 +606,8 @@ def _build_plan(runtime, graph: Graph, options, via: str, opset: int) -> bytes:
     if options.fp16:
         raise CaffeLstmError("--fp16 is not available through the ONNX route yet", "--via onnx",
                              "build fp16 through our emitter (--via caffe-lstm), or fp32 via onnx")
-    model, keep_alive = build_model(graph, opset, dict(options.shapes))
-    plan = build_from_onnx(runtime, model.SerializeToString(), options)
-    del keep_alive  # the initializers' arrays may go once the bytes exist
-    return plan
+    model, _ = build_model(graph, opset, dict(options.shapes))
+    return build_from_onnx(runtime, model.SerializeToString(), options)
 
 
 def _executor(graph: Graph):

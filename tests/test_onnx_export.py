@@ -453,6 +453,30 @@ def test_external_data_beside_the_model(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.data"]
 
 
+@pytest.mark.parametrize("threshold", [None, 1])
+def test_streamed_weights_in_one_file_or_beside_it(tmp_path, monkeypatch, threshold):
+    """Every weight streamed from its array (loop-body weights read from the outer scope):
+    the model is complete, in one file or with external data, and equals the equations."""
+    import caffe_lstm
+    from caffe_lstm.backends.onnx import exporter
+    from caffe_lstm.backends.onnx.runtime import run_model
+
+    monkeypatch.setattr(exporter, "STREAM_BYTES", 1)
+    net = caffe_lstm.load(*sample("captioner"))
+    graph, profiles = net._onnx_graph(None, "zero")
+    model, streamed = exporter.build_model(graph, 17, profiles, stream=True)
+    weights = {id(v) for node in graph.all_nodes() for v in node.weights}  # bodies' too
+    assert len(streamed) == len(weights) > 0
+    assert not [t for t in model.graph.initializer if t.name in {s.header.name for s in streamed}]
+    extra = {} if threshold is None else {"threshold": threshold}
+    exporter.save_model(model, tmp_path / "m.onnx", streamed, **extra)
+    onnx.checker.check_model(str(tmp_path / "m.onnx"), full_check=True)
+    feeds = net.random_inputs(seed=1)
+    _assert_close(run_model(tmp_path / "m.onnx", feeds), net.run(feeds, original=True))
+    if PARSER_AVAILABLE:
+        assert_parser_matches_onnxruntime(tmp_path / "m.onnx", feeds)
+
+
 # ---- bad input -----------------------------------------------------------------------------------
 
 

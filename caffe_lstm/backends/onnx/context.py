@@ -108,15 +108,20 @@ class OnnxContext:
         """An int64 initializer (shapes, axes, split sizes); a bare int gives a scalar."""
         return self.constant(np.asarray(values, dtype=np.int64), suffix)
 
+    def tensor_header(self, name: str, array: np.ndarray) -> Any:
+        """A TensorProto named ``name`` with the dtype and dims of ``array`` and no data."""
+        tensor = self.onnx.TensorProto()
+        tensor.name = name
+        tensor.data_type = self.onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+        tensor.dims.extend(array.shape)
+        return tensor
+
     def initializer(self, name: str, array: np.ndarray) -> Any:
         """A TensorProto named ``name`` whose raw bytes come from ``array`` in one copy (no
         Python object per element)."""
         array = np.ascontiguousarray(array)
         self.keep_alive.append(array)
-        tensor = self.onnx.TensorProto()
-        tensor.name = name
-        tensor.data_type = self.onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
-        tensor.dims.extend(array.shape)
+        tensor = self.tensor_header(name, array)
         tensor.raw_data = array.tobytes()
         return tensor
 

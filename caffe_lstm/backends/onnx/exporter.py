@@ -158,10 +158,15 @@ def _all_values(graph: Graph) -> list[Value]:
 
 
 def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
-                profiles: Mapping[str, Profile] | None = None, producer: str = "caffe-lstm"
-                ) -> tuple[Any, list[np.ndarray]]:
-    """The ONNX ModelProto of the rewritten ``graph`` and the arrays its initializers were
-    copied from (keep them referenced until the model is written).
+                profiles: Mapping[str, Profile] | None = None, producer: str = "caffe-lstm",
+                stream: bool = False) -> tuple[Any, list[Streamed]]:
+    """The ONNX ModelProto of the rewritten ``graph``, and the weights left out of it.
+
+    Without ``stream`` the model is complete (its initializers hold copies of the weights) and
+    the list is empty. With ``stream`` every weight of ``STREAM_BYTES`` or more is an
+    initializer of the main graph (loop bodies read it from the outer scope) that is NOT in
+    the model: ``save_model`` writes its bytes straight from the (memory-mapped) array, so the
+    weights are never copied into the protobuf.
 
     Raises:
         UnsupportedLayerError: layers with no ONNX form (all of them listed).
@@ -174,7 +179,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     ctx = OnnxContext(onnx, opset)
     ctx.value_dims = table.of
     values = _all_values(graph)
-    walker = _Walker(ctx, {value.name for value in values})
+    walker = _Walker(ctx, {value.name for value in values}, stream)
     ctx.subgraph_builder = walker.subgraph
     for value in values:  # the IR's names go to the tensors computing them, nothing else
         ctx.reserve(value.name)
@@ -193,7 +198,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     opsets = [helper.make_opsetid("", opset)]
     model = helper.make_model(proto, opset_imports=opsets, producer_name=producer)
     model.ir_version = helper.find_min_ir_version_for(opsets)
-    return model, ctx.keep_alive
+    return model, walker.streamed
 
 
 def _as_output(ctx: OnnxContext, wanted: str, name: str) -> str:
@@ -208,12 +213,15 @@ def _as_output(ctx: OnnxContext, wanted: str, name: str) -> str:
 class _Walker:
     """Exports nodes in order; the context calls ``subgraph`` for a Loop's body."""
 
-    def __init__(self, ctx: OnnxContext, value_names: set[str]) -> None:
+    def __init__(self, ctx: OnnxContext, value_names: set[str], stream: bool = False) -> None:
         self.ctx = ctx
         #: weight value -> initializer name, per enclosing graph (inner graphs see outer ones)
         self.scopes: list[dict[int, str]] = [{}]
         #: names no initializer may take: the IR values', and those given to initializers
         self.taken = set(value_names)
+        self.stream = stream
+        #: with ``stream``: the large weights, written by save_model from their arrays
+        self.streamed: list[Streamed] = []
 
     def walk(self, graph: Graph, inputs: Sequence[str]) -> list[str]:
         """Exports ``graph``'s nodes given tensor names for its inputs; returns its outputs."""
@@ -254,6 +262,11 @@ class _Walker:
         name = self.ctx.unique(value.name) if value.name in self.taken else value.name
         self.taken.add(name)
         array = np.asarray(value.data, dtype=np.float32)  # float32 already: no copy
+        if self.stream and array.nbytes >= STREAM_BYTES:
+            # the main graph's: every body sees it as an outer-scope value
+            self.streamed.append(Streamed(self.ctx.tensor_header(name, array), array))
+            self.scopes[0][id(value)] = name
+            return name
         self.ctx.parts.initializers.append(self.ctx.initializer(name, array))
         self.scopes[-1][id(value)] = name
         return name
@@ -285,49 +298,131 @@ EXTERNAL_DATA_THRESHOLD = 2**31 - 2**24  # leaves room for the graph itself
 _SMALL_TENSOR = 1024
 
 
-def save_model(model: Any, path: str | Path,
+#: With ``build_model(stream=True)``, weights this large are written straight from their arrays.
+STREAM_BYTES = 1 << 20
+
+
+@dataclass
+class Streamed:
+    """A main-graph initializer kept out of the model: its TensorProto without data, and the
+    array whose bytes ``save_model`` writes."""
+
+    header: Any
+    array: np.ndarray
+
+
+def save_model(model: Any, path: str | Path, streamed: Sequence[Streamed] = (),
                threshold: int = EXTERNAL_DATA_THRESHOLD) -> Path | None:
-    """Writes ``model`` to ``path`` atomically; when its initializers hold ``threshold`` bytes
-    or more, their data goes to ``<path>.data`` (ONNX external data, one file) and both files
-    appear together or not at all. Returns the data file's path, or None."""
+    """Writes ``model`` (plus the ``streamed`` initializers) to ``path`` atomically; when the
+    initializers hold ``threshold`` bytes or more, their data goes to ``<path>.data`` (ONNX
+    external data, one file) and both files appear together or not at all. Returns the data
+    file's path, or None.
+
+    The streamed initializers never pass through protobuf: in one file each is appended as a
+    ModelProto fragment ``graph { initializer { <header> raw_data: <bytes> } }``, which a
+    parser merges into the model (protobuf concatenation: repeated fields append, embedded
+    messages merge); with external data their bytes go to the data file. Either way the
+    bytes come from the array (a memory map of the caffemodel) by one write.
+    """
     path = Path(path)
     tensors = list(_initializers(model.graph))
-    if sum(len(t.raw_data) for t in tensors) < threshold:
-        with atomic_output(path) as tmp:
-            tmp.write_bytes(model.SerializeToString())
+    size = sum(len(t.raw_data) for t in tensors) + sum(s.array.nbytes for s in streamed)
+    if size < threshold:
+        with atomic_output(path) as tmp, open(tmp, "wb") as stream:
+            stream.write(model.SerializeToString())
+            for item in streamed:
+                _write_fragment(stream, item)
         return None
     data_path = path.with_name(path.name + ".data")
     placed = False
     try:
         with atomic_output(path) as tmp_model:
             with atomic_output(data_path) as tmp_data:
-                _move_to_external(tensors, tmp_data, data_path.name)
+                _move_to_external(tensors, tmp_data, data_path.name, streamed)
+                for item in streamed:
+                    model.graph.initializer.append(item.header)
                 tmp_model.write_bytes(model.SerializeToString())
             placed = True  # the data file is in place; the model follows on leaving
     except BaseException:
         if placed:
             data_path.unlink(missing_ok=True)
         raise
+    finally:
+        for item in streamed:  # the model is the caller's again, without the headers
+            _remove_initializer(model.graph, item.header.name)
     return data_path
 
 
-def _move_to_external(tensors: list[Any], data_file: Path, location: str) -> None:
+def complete_model(model: Any, streamed: Sequence[Streamed]) -> Any:
+    """``model`` with the streamed initializers copied in (for in-memory use)."""
+    for item in streamed:
+        tensor = model.graph.initializer.add()
+        tensor.CopyFrom(item.header)
+        tensor.raw_data = item.array.tobytes()
+    return model
+
+
+def _write_fragment(stream: Any, item: Streamed) -> None:
+    """``graph { initializer { header, raw_data } }`` as ModelProto wire bytes, the raw data
+    written from the array itself (little-endian float32, as ONNX's raw_data)."""
+    data = memoryview(np.ascontiguousarray(item.array)).cast("B")
+    header = item.header.SerializeToString()
+    raw = _RAW_DATA_TAG + _varint(len(data))
+    tensor_size = len(header) + len(raw) + len(data)
+    graph = _INITIALIZER_TAG + _varint(tensor_size)
+    stream.write(_GRAPH_TAG + _varint(len(graph) + tensor_size) + graph + header + raw)
+    stream.write(data)
+
+
+# Wire tags (field number << 3 | 2, length-delimited): ModelProto.graph = 7,
+# GraphProto.initializer = 5, TensorProto.raw_data = 9.
+_GRAPH_TAG, _INITIALIZER_TAG, _RAW_DATA_TAG = bytes([7 << 3 | 2]), bytes([5 << 3 | 2]), \
+    bytes([9 << 3 | 2])
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf's base-128 varint."""
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _remove_initializer(graph: Any, name: str) -> None:
+    for index, tensor in enumerate(graph.initializer):
+        if tensor.name == name:
+            del graph.initializer[index]
+            return
+
+
+def _move_to_external(tensors: list[Any], data_file: Path, location: str,
+                      streamed: Sequence[Streamed] = ()) -> None:
     """Appends every large tensor's bytes to ``data_file`` (4 KiB aligned, as onnx does) and
-    points the tensor at them (``external_data``: location, offset, length)."""
+    points the tensor at them (``external_data``: location, offset, length); the streamed
+    ones' bytes come from their arrays."""
     with open(data_file, "wb") as stream:
         for tensor in tensors:
-            if len(tensor.raw_data) < _SMALL_TENSOR:
-                continue
-            offset = -stream.tell() % 4096 + stream.tell()
-            stream.seek(offset)
-            stream.write(tensor.raw_data)
-            del tensor.external_data[:]
-            for key, text in (("location", location), ("offset", str(offset)),
-                              ("length", str(len(tensor.raw_data)))):
-                entry = tensor.external_data.add()
-                entry.key, entry.value = key, text
-            tensor.data_location = 1  # TensorProto.EXTERNAL
-            tensor.ClearField("raw_data")
+            if len(tensor.raw_data) >= _SMALL_TENSOR:
+                _place(stream, tensor, tensor.raw_data, location)
+                tensor.ClearField("raw_data")
+        for item in streamed:
+            _place(stream, item.header, memoryview(np.ascontiguousarray(item.array)).cast("B"),
+                   location)
+
+
+def _place(stream: Any, tensor: Any, data: Any, location: str) -> None:
+    """Writes ``data`` at the next 4 KiB boundary and records where on ``tensor``."""
+    offset = -stream.tell() % 4096 + stream.tell()
+    stream.seek(offset)
+    stream.write(data)
+    del tensor.external_data[:]
+    for key, text in (("location", location), ("offset", str(offset)),
+                      ("length", str(len(data)))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, text
+    tensor.data_location = 1  # TensorProto.EXTERNAL
 
 
 def _initializers(graph: Any):
