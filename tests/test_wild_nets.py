@@ -365,3 +365,11 @@ def test_a_deploy_net_with_silence_is_unchanged(tmp_path):
     net = caffe_lstm.load(write(tmp_path, text))
     assert [n.op for n in net.graph.nodes] == ["Silence", "LSTM", "InnerProduct"]
     assert net.notes == [] and "label" in net.inputs
+
+
+def test_a_prediction_computed_on_is_not_an_output(tmp_path):
+    """A Softmax beside the loss (as deploy nets end) makes the probabilities the output."""
+    text = TRAIN_TEST + ('layer { name: "prob" type: "Softmax" bottom: "y" top: "prob"\n'
+                         '  softmax_param { axis: 2 } }\n')
+    net = caffe_lstm.load(write(tmp_path, text), shapes=SHAPES)
+    assert list(net.outputs) == ["prob"]

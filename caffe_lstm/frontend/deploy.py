@@ -102,8 +102,9 @@ def deploy_view(layers: Sequence[SourceLayer], outputs: Sequence[str],
 
 
 def deploy_outputs(layers: Sequence[SourceLayer], readers: set[int]) -> list[str]:
-    """The predictions (first bottom of every loss/accuracy layer) and the computed blobs no
-    layer reads, in the order they are computed; data-layer tops are never outputs."""
+    """The predictions (first bottom of every loss/accuracy layer, unless a layer that stays
+    computes on from it, as a Softmax beside the loss does) and the computed blobs no layer
+    reads, in the order they are computed; data-layer tops are never outputs."""
     last_producer: dict[str, tuple[int, SourceLayer]] = {}
     unread: dict[str, None] = {}
     for index, source in enumerate(layers):
@@ -113,8 +114,11 @@ def deploy_outputs(layers: Sequence[SourceLayer], readers: set[int]) -> list[str
             unread.pop(blob, None)
             unread[blob] = None
             last_producer[blob] = (index, source)
+    staying = {blob for source in layers if not _training_or_silence(source.layer)
+               for blob in source.layer.bottom}
     wanted = {source.layer.bottom[0] for source in layers
-              if is_training_layer(source.layer) and source.layer.bottom}
+              if is_training_layer(source.layer) and source.layer.bottom
+              and source.layer.bottom[0] not in staying}
     wanted.update(blob for blob in unread if not is_training_layer(last_producer[blob][1].layer))
     computed = [blob for blob in wanted if blob in last_producer
                 and id(last_producer[blob][1]) not in readers]
@@ -122,12 +126,16 @@ def deploy_outputs(layers: Sequence[SourceLayer], readers: set[int]) -> list[str
                                                list(last_producer[blob][1].layer.top).index(blob)))
 
 
+def _training_or_silence(layer: LayerParameter) -> bool:
+    return is_training_layer(layer) or layer.type == SILENCE
+
+
 def _note_dropped(view: DeployView, layers: Sequence[SourceLayer], user_outputs: bool) -> None:
     """One note naming the training layers dropped (with ``--outputs``, only the loss,
     accuracy and Silence layers: the user cut the rest)."""
     kept = {id(source) for source in view.layers}
     dropped = [source.layer for source in layers if id(source) not in kept and (
-        not user_outputs or is_training_layer(source.layer) or source.layer.type == SILENCE)]
+        not user_outputs or _training_or_silence(source.layer))]
     if dropped:
         names = ", ".join(f"{layer.name} ({layer.type})" for layer in dropped)
         view.notes.append(f"converted as the deploy graph, without the layers only training "

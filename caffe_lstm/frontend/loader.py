@@ -80,12 +80,12 @@ def load_net(prototxt: str | Path, weights: str | Path | None = None, *,
 
 def unshaped_error(unshaped: Mapping[str, str]) -> ShapeError:
     """The error for net inputs whose shape nothing gives: names them and their data layer."""
-    name, where = next(iter(unshaped.items()))
+    where = next(iter(unshaped.values()))
     names = ", ".join(f"'{n}'" for n in unshaped)
-    example = " ".join(f"--shape {n}:DIMS" for n in unshaped)
+    options = " ".join(f"--shape {n}:DIMS" for n in unshaped)
     return ShapeError(
         f"the prototxt does not fix the shape of net input(s) {names} (read by a data layer)",
-        where, f"give it with {example} (e.g. {name}:10x3x227x227, dims joined by 'x')")
+        where, f"give it with {options} (DIMS: the dims joined by 'x', like 10x3x227x227)")
 
 
 def layer_types(prototxt: str | Path) -> dict[str, str]:
