@@ -7,18 +7,20 @@ from collections.abc import Callable, Sequence
 from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.ir.graph import Graph
 from caffe_lstm.analysis.verify import verify
-from caffe_lstm.passes.expand_recurrent import expand_recurrent
+from caffe_lstm.passes.expand import expand_layers
 from caffe_lstm.passes.expose_state import expose_recurrent_state
 from caffe_lstm.passes.unroll import unroll_loops
 
 PASSES: dict[str, Callable[[Graph], bool]] = {
     "expose-state": expose_recurrent_state,
-    "expand-recurrent": expand_recurrent,
+    "expand": expand_layers,
+    # the pass's name while it expanded the recurrent layers only, kept for scripts
+    "expand-recurrent": expand_layers,
     "unroll": unroll_loops,
 }
 
 #: What `run`, `rewrite`, `dot` and `verify` apply by default.
-DEFAULT_PIPELINE = ("expand-recurrent",)
+DEFAULT_PIPELINE = ("expand",)
 
 
 def run_passes(graph: Graph, names: Sequence[str] = DEFAULT_PIPELINE) -> Graph:

@@ -1,5 +1,5 @@
 """The recurrent surgery, the ``expand`` facet of LSTM, RNN and the fork's Lstm: each becomes
-primitive layers plus one Loop (the pass that calls it is passes/expand_recurrent.py).
+primitive layers plus one Loop (the pass that calls it is passes/expand.py).
 
 Outside the loop: the input projection of all time steps (one InnerProduct, axis 2) and, for
 a static input, one InnerProduct without bias whose (1, N, G) result every step reads (a loop

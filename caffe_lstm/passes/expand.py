@@ -1,6 +1,7 @@
-"""The recurrent surgery as a pass: every recurrent node (an op with an ``expand`` facet: LSTM,
-RNN, the fork's Lstm) is replaced by the primitive layers and the one Loop its facet builds
-(ops/recurrent/expansion.py holds the equations written as layers)."""
+"""The expansion pass: every node of a type with an ``expand`` facet is replaced by the
+primitive layers that facet builds — the recurrent layers LSTM, RNN and the fork's Lstm (one
+Loop each; ops/recurrent/expansion.py holds their equations written as layers) and caffe_ocr's
+fused DenseBlock (BatchNorm, Scale, ReLU, Convolution and Concat; ops/dense_block.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from caffe_lstm.ops import get_op
 from caffe_lstm.ops.builder import NodeBuilder
 
 
-def expand_recurrent(graph: Graph) -> bool:
-    """Replaces every recurrent node of ``graph`` in place. Returns whether anything changed.
+def expand_layers(graph: Graph) -> bool:
+    """Replaces every expandable node of ``graph`` in place. Returns whether anything changed.
 
     Postcondition: no node of a type with an ``expand`` facet remains.
     """
