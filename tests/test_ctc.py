@@ -152,7 +152,8 @@ def test_tensorrt_network_with_a_dynamic_sequence_length(runtime, tmp_path):
 
 
 def test_tensorrt_engine_builds_with_many_classes(runtime, tmp_path):
-    """The caffe_ocr size: T = 70, 5990 classes (labels above 2048, exact as float32)."""
+    """Beyond the caffe_ocr size (T = 35): T = 70, 5990 classes (labels above 2048, exact
+    as float32)."""
     from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine
 
     graph = _graph(tmp_path, 70, 1, 5990)

@@ -9,7 +9,7 @@ Engines and ONNX models compute the same fixed-shape top without loops or scatte
 k_t = argmax_c x[t, n, c] and keep_t = (k_t ≠ blank) ∧ ¬(merge ∧ k_t = k_{t−1}), the kept
 labels' slots are j_t = (Σ_{s≤t} keep_s) − 1 (a matrix product with the triangle s ≤ t), and
 y[n, j] = Σ_t [keep_t ∧ j_t = j]·(k_t + 1) − 1, which is k_t at a kept label's slot and −1 at
-every slot no label reaches (a one-hot (N, T, T) product; T is the sequence length, 70 for the
+every slot no label reaches (a one-hot (N, T, T) product; T is the sequence length, 35 for the
 caffe_ocr nets). The labels are float32 even in an fp16 engine: half precision holds integers
 exactly only up to 2048 (the caffe_ocr nets have 5990 classes).
 """
