@@ -15,6 +15,7 @@ from caffe_lstm.ops.conv import parse_conv_param
 from caffe_lstm.ops.dense_block import EPS, _conv_attrs
 from caffe_lstm.passes import run_passes
 from caffe_lstm.proto import caffe_pb2
+from tests.conftest import corpus_files, needs_corpus
 from tests.opcheck import make_node, run_op
 
 
@@ -231,3 +232,17 @@ def test_block_converts_and_verifies(invoke, block_case):
     assert result.exit_code == 0, result.stderr
     result = invoke("verify", block, "-w", weights, "--inputs", folder / "in.npz")
     assert result.exit_code == 0, result.stdout + result.stderr
+
+
+@needs_corpus()
+def test_corpus_densenet_backbone_verifies(invoke, tmp_path):
+    """Corpus #18 with synthetic weights: its three DenseBlocks computed directly against their
+    expansion in numpy, in the TensorRT network and in ONNX (verify up to the backbone)."""
+    pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
+    net = next(p for p in corpus_files()
+               if p.name == "examples__ocr__densenet__densenet-res-blstm_deploy.prototxt")
+    weights = tmp_path / "w.caffemodel"
+    assert invoke("weights", "init", net, "-o", weights).exit_code == 0
+    result = invoke("verify", net, "-w", weights, "--outputs", "BatchNorm3")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert result.stdout.count(" ok") >= 2
