@@ -21,6 +21,10 @@ EXPECTED = {
         rf"^unroll: size T=\d+ / T=10 = {RATIO}",
         rf"^unroll: build time T=\d+ / T=10 = {RATIO}",
     ],
+    "onnx_export.py": [
+        rf"run time numpy / onnxruntime = {RATIO}",
+        rf"^export: extra peak memory / caffemodel size = {RATIO}",
+    ],
     "build_vs_onnx_parser.py": [
         rf"^build time caffe-lstm / onnx parser = {RATIO}",
         rf"^build time incl\. network construction caffe-lstm / onnx parser = {RATIO}",
