@@ -239,7 +239,7 @@ def _insert_unknown(data: bytes, a: int, b: int) -> bytes:
 
 TEXT_MUTATIONS: tuple[Callable[[bytes, int, int], bytes], ...] = (
     _flip_text, _flip, _truncate, _delete_line, _duplicate_line, _replace_number,
-    _replace_number, _replace_number, _swap_field, _swap_field)
+    _replace_number, _replace_number, _swap_field, _swap_field, _insert_unknown)
 BINARY_MUTATIONS: tuple[Callable[[bytes, int, int], bytes], ...] = (
     _flip, _flip, _flip, _truncate, _insert_bytes, _duplicate_chunk)
 NPZ_MUTATIONS: tuple[Callable[[bytes, int, int], bytes], ...] = (
