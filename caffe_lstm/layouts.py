@@ -54,6 +54,7 @@ from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Node
 from caffe_lstm.ops import get_op
 from caffe_lstm.ops.recurrent import CAFFE_GATES, PEEPHOLE_GATES, LstmWeights
+from caffe_lstm.ops.recurrent.cell import ONNX_GATES, ONNX_PEEPHOLES, onnx_lstm_arrays
 
 
 class LayoutError(CaffeLstmError):
@@ -207,21 +208,14 @@ class PyTorch(Layout):
 class Onnx(Layout):
     """The initializers of an ONNX ``LSTM`` node (one direction): W, R, B and optional P."""
 
-    name, gates, peephole = "onnx", ("i", "o", "f", "g"), True
+    name, gates, peephole = "onnx", ONNX_GATES, True
     #: The order of the peephole vectors in P.
-    peepholes: ClassVar[tuple[str, ...]] = ("i", "o", "f")
+    peepholes: ClassVar[tuple[str, ...]] = ONNX_PEEPHOLES
 
     @classmethod
     def _export(cls, blobs):
-        bias = _permute(blobs.b_c, CAFFE_GATES, cls.gates)
-        arrays = {  # [None]: the num_directions axis
-            "W": _permute(blobs.input_weights(), CAFFE_GATES, cls.gates)[None],
-            "R": _permute(blobs.w_hc, CAFFE_GATES, cls.gates)[None],
-            "B": np.concatenate([bias, np.zeros_like(bias)])[None],  # [Wb, Rb]
-        }
-        if blobs.p is not None:
-            arrays["P"] = _permute(blobs.p.reshape(-1), PEEPHOLE_GATES, cls.peepholes)[None]
-        return arrays
+        # the arrays that ``export --lstm-op native`` gives its LSTM node too
+        return onnx_lstm_arrays(blobs)
 
     @classmethod
     def _import(cls, arrays, static_size):

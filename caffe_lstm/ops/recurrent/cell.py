@@ -13,6 +13,9 @@ from caffe_lstm.ir.graph import Node
 CAFFE_GATES = ("i", "f", "o", "g")
 #: The rows of the peephole blob P (3, H), in order (docs/recurrent-extensions.md).
 PEEPHOLE_GATES = ("i", "f", "o")
+#: The gate blocks of ONNX's LSTM operator along its 4H axes, and the order of its peepholes P.
+ONNX_GATES = ("i", "o", "f", "g")
+ONNX_PEEPHOLES = ("i", "o", "f")
 #: The values of the extension's enum RecurrentActivation.
 RECURRENT_ACTIVATIONS = ("TANH", "SIGMOID", "RELU", "CLIPPED_RELU", "IDENTITY")
 
@@ -112,3 +115,27 @@ class LstmWeights:
             return LstmWeights(w_x, b_c, w_hc, None, p, w_hr)
         inputs = w_x.shape[1] - static_size
         return LstmWeights(w_x[:, :inputs], b_c, w_hc, w_x[:, inputs:], p, w_hr)
+
+
+def permute_gates(array: np.ndarray, source: tuple[str, ...], target: tuple[str, ...],
+                  axis: int = 0) -> np.ndarray:
+    """A block permutation: the equal blocks of ``array`` along ``axis`` (named by ``source``)
+    in ``target`` order. Whole H-wide blocks move, never single rows."""
+    blocks = dict(zip(source, np.split(array, len(source), axis=axis)))
+    return np.concatenate([blocks[name] for name in target], axis=axis)
+
+
+def onnx_lstm_arrays(w: LstmWeights) -> dict[str, np.ndarray]:
+    """The inputs of ONNX's LSTM node (one direction) for Caffe's weights ``w``: W (1, 4H, I+S)
+    = W_xc [and W_xc_static], R (1, 4H, H) = W_hc, B (1, 8H) = [Wb = b_c, Rb = 0], and P
+    (1, 3H) with peepholes, every gate axis in ONNX's order i, o, f, c. The one place this
+    mapping lives: the ``onnx`` weight layout and ONNX's LSTM operator in the export use it."""
+    bias = permute_gates(w.b_c, CAFFE_GATES, ONNX_GATES)
+    arrays = {  # [None]: the num_directions axis
+        "W": permute_gates(w.input_weights(), CAFFE_GATES, ONNX_GATES)[None],
+        "R": permute_gates(w.w_hc, CAFFE_GATES, ONNX_GATES)[None],
+        "B": np.concatenate([bias, np.zeros_like(bias)])[None],  # [Wb, Rb]
+    }
+    if w.p is not None:
+        arrays["P"] = permute_gates(np.reshape(w.p, -1), PEEPHOLE_GATES, ONNX_PEEPHOLES)[None]
+    return arrays
