@@ -36,7 +36,7 @@ from caffe_lstm.frontend.loader import layer_types, load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
-from caffe_lstm.ops import recurrent_spec
+from caffe_lstm.ops import get_op, recurrent_spec
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
 
@@ -46,6 +46,8 @@ Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 Inputs = Mapping[str, np.ndarray] | str | Path | None
 
 STATE_MODES = ("zero", "io")
+#: How ``export_onnx`` writes a recurrent layer: one Scan, or ONNX's own LSTM/RNN operator.
+LSTM_OPS = ("scan", "native")
 #: The routes ``build_engine`` takes to a TensorRT network: our emitter, or the ONNX export
 #: read by TensorRT's own OnnxParser.
 VIA_ROUTES = ("caffe-lstm", "onnx")
@@ -279,9 +281,10 @@ class Net:
 
     def export_onnx(self, path: str | Path | None, *, opset: int = 17,
                     shapes: Mapping[str, Profile] | None = None,
-                    state: str = "auto") -> OnnxExport:
+                    state: str = "auto", lstm_op: str = "scan") -> OnnxExport:
         """Writes the rewritten net as an ONNX model: each recurrent layer one ``Scan``, its
-        input projection one MatMul before it, inputs and outputs named after the Caffe blobs.
+        input projection one MatMul before it, inputs and outputs named after the Caffe blobs
+        (``lstm_op="native"``: ONNX's own LSTM/RNN operator instead, where it is exact).
 
         Args:
             path: the .onnx file (atomically; initializers of 2 GiB or more go to
@@ -290,12 +293,18 @@ class Net:
             shapes: input name -> (min, opt, max) shapes: the dims that vary become symbolic
                 (``<input>_dim<axis>``); the ranges are checked against the layers first.
             state: ``"zero"``, ``"io"`` or ``"auto"`` (io when a cont could be 1 at t = 0).
+            lstm_op: ``"scan"`` (every recurrent layer one Scan: always exact) or
+                ``"native"``: each LSTM, RNN and fork Lstm one ONNX ``LSTM`` / ``RNN`` node;
+                a layer that operator would compute differently (a cont input, x_static,
+                clipped ReLU, cell_clip, num_proj...) is refused, naming it and why
+                (ops/recurrent/native.py has the rules).
         """
         from caffe_lstm.backends.onnx.exporter import build_model, check_opset, save_model
 
         check_opset(opset)
+        _check_lstm_op(lstm_op)
         self._require_weights("export to ONNX")
-        graph, profiles = self._onnx_graph(shapes, state)
+        graph, profiles = self._onnx_graph(shapes, state, lstm_op)
         # written to a file, the large weights go from the caffemodel's memory map to the file
         # without a copy in between (build_model's stream)
         model, streamed = build_model(graph, opset, profiles, stream=path is not None)
@@ -319,14 +328,17 @@ class Net:
         fed = Net(graph, self.prototxt, self.weights, list(self.missing_weights))
         return run_model(fed.export_onnx(None, state="zero").model, feeds)  # io: already in
 
-    def _onnx_graph(self, shapes: Mapping[str, Profile] | None,
-                    state: str) -> tuple[Graph, dict[str, Profile]]:
+    def _onnx_graph(self, shapes: Mapping[str, Profile] | None, state: str,
+                    lstm_op: str = "scan") -> tuple[Graph, dict[str, Profile]]:
         """The rewritten graph to export (with --state io's inputs and outputs when asked) and
-        the shape profiles checked against its layers."""
+        the shape profiles checked against its layers. ``lstm_op="native"``: the layers whose
+        op has an ``onnx`` facet (the recurrent ones: ONNX's own operators) stay whole."""
         net = self._stated("io" if state == "auto" and self.needs_state_io else
                            ("zero" if state == "auto" else state))
         profiles = _profiles(net.graph, dict(shapes or {}))
         _check_profiles(net.graph, profiles)
+        if lstm_op == "native":
+            return run_passes(net.graph, DEFAULT_PIPELINE, keep=_has_onnx_form), profiles
         return _rewrite(net.graph), profiles
 
     def _onnx_candidate(self, report: Verification, feeds: dict,
@@ -619,6 +631,17 @@ def _executor(graph: Graph):
 def _rewrite(graph: Graph, unroll: bool = False) -> Graph:
     """The rewrite in place on a graph this module owns."""
     return run_passes(graph, DEFAULT_PIPELINE + (("unroll",) if unroll else ()))
+
+
+def _has_onnx_form(node: Node) -> bool:
+    """Whether the exporter takes ``node`` whole (an LSTM's ONNX LSTM operator)."""
+    return get_op(node.op).onnx is not None
+
+
+def _check_lstm_op(lstm_op: str) -> None:
+    if lstm_op not in LSTM_OPS:
+        raise CaffeLstmError(f"lstm_op {lstm_op!r} is not one of {', '.join(LSTM_OPS)}",
+                             "--lstm-op", "scan: one Scan per layer; native: ONNX's LSTM/RNN")
 
 
 def _arrays(inputs: Mapping[str, np.ndarray] | str | Path) -> dict[str, np.ndarray]:

@@ -1,4 +1,5 @@
-"""``caffe-lstm export``: a Caffe net to an ONNX model, each recurrence one ONNX Scan."""
+"""``caffe-lstm export``: a Caffe net to an ONNX model, each recurrence one ONNX Scan (or ONNX's
+own LSTM/RNN operator with ``--lstm-op native``)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,18 @@ from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_opti
               help="io: recurrent state as inputs <layer>/h_0, c_0 and outputs <layer>/h_T, c_T; "
                    "zero: each call starts from zero; auto: io when a cont input could be 1 at "
                    "t=0.")
+@click.option("--lstm-op", "lstm_op", type=click.Choice(["scan", "native"]), default="scan",
+              show_default=True,
+              help="scan: each recurrent layer one Scan (any cont, every variant); native: "
+                   "ONNX's own LSTM/RNN operator, and an error for a layer it would compute "
+                   "differently (a cont input, x_static, CLIPPED_RELU, cell_clip, num_proj).")
 @selection_options
 @pass_options
 def export(options: GlobalOptions, net: Path, weights: Path, output: Path, opset: int,
-           shapes: dict, recurrent_state: str, outputs: str, phase: str,
+           shapes: dict, recurrent_state: str, lstm_op: str, outputs: str, phase: str,
            stages: tuple[str, ...]) -> None:
-    """Write an ONNX model: every recurrent layer becomes one Scan over the time axis.
+    """Write an ONNX model: every recurrent layer becomes one Scan over the time axis (or,
+    with --lstm-op native, ONNX's own LSTM/RNN operator where that is exact).
 
     Inputs and outputs keep the Caffe blob names; the layers inside keep the rewritten graph's
     names (lstm1/gate_input), so Netron shows where each came from. onnxruntime runs it
@@ -40,7 +47,7 @@ def export(options: GlobalOptions, net: Path, weights: Path, output: Path, opset
     (`trtexec --onnx=MODEL.onnx`).
     """
     exported = load(net, weights, outputs, phase, stages).export_onnx(
-        output, opset=opset, shapes=shapes, state=recurrent_state)
+        output, opset=opset, shapes=shapes, state=recurrent_state, lstm_op=lstm_op)
     extra = f" and {exported.data}" if exported.data is not None else ""
     options.say(f"wrote {output}{extra} (opset {exported.opset}, {exported.nodes} nodes)")
     options.say("inputs: " + ", ".join(f"{name} {_dims(dims)}"

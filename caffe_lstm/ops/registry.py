@@ -19,7 +19,10 @@ An op class has static facets with fixed signatures:
 - ``dot(ctx, node) -> None``: how the DOT writer draws the node; the default is one record.
 - ``onnx(ctx, node, *input_names, *weight_names) -> tuple[str, ...]``: the ONNX operators that
   compute the op (``ctx`` is ``backends/onnx/context.py``'s OnnxContext; op modules never import
-  onnx). None where an op has no ONNX form (the recurrent layers: the rewrite expands them).
+  onnx). None where an op has no ONNX form. The recurrent layers' facet is ONNX's own
+  LSTM/RNN operator, called only with ``export --lstm-op native`` (by default the rewrite
+  expands them into a Scan first); ``onnx_refusal(node) -> str | None`` says why that operator
+  would not compute a given node exactly, and the exporter refuses such nodes before writing.
 
 Ops that hold a subgraph (the Loop's body) set ``needs_context``: the walkers then pass
 themselves as the keyword argument ``ctx`` to ``parse``, ``infer`` and ``numpy`` too, and the op
@@ -108,6 +111,9 @@ class Op:
     onnx: ClassVar[Any] = None
     #: Why an op has no ONNX form, for the error that lists such nodes.
     onnx_missing_reason: ClassVar[str] = "no ONNX form yet"
+    #: ``onnx_refusal(node) -> str | None``: why the ``onnx`` facet cannot compute this node
+    #: exactly (None: it can); None = the facet takes every node of the type.
+    onnx_refusal: ClassVar[Any] = None
 
     @classmethod
     def caffe(cls, ctx: Any, node: Node) -> dict[str, Any] | None:

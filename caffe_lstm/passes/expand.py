@@ -5,20 +5,25 @@ fused DenseBlock (BatchNorm, Scale, ReLU, Convolution and Concat; ops/dense_bloc
 
 from __future__ import annotations
 
-from caffe_lstm.ir.graph import Graph
+from collections.abc import Callable
+
+from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ops import get_op
 from caffe_lstm.ops.builder import NodeBuilder
 
 
-def expand_layers(graph: Graph) -> bool:
+def expand_layers(graph: Graph, keep: Callable[[Node], bool] | None = None) -> bool:
     """Replaces every expandable node of ``graph`` in place. Returns whether anything changed.
 
-    Postcondition: no node of a type with an ``expand`` facet remains.
+    ``keep`` picks nodes to leave whole (the ONNX export with ``--lstm-op native`` keeps the
+    recurrent layers, whose ``onnx`` facet is ONNX's own LSTM/RNN operator).
+
+    Postcondition: no node of a type with an ``expand`` facet remains, but those ``keep`` picks.
     """
     nodes, changed = [], False
     for node in graph.nodes:
         expand = get_op(node.op).expand
-        if expand is None:
+        if expand is None or (keep is not None and keep(node)):
             nodes.append(node)
             continue
         scratch = Graph()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from caffe_lstm.analysis.shapes import infer_shapes
-from caffe_lstm.ir.graph import Graph
+from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.analysis.verify import verify
 from caffe_lstm.passes.expand import expand_layers
 from caffe_lstm.passes.expose_state import expose_recurrent_state
@@ -23,10 +23,14 @@ PASSES: dict[str, Callable[[Graph], bool]] = {
 DEFAULT_PIPELINE = ("expand",)
 
 
-def run_passes(graph: Graph, names: Sequence[str] = DEFAULT_PIPELINE) -> Graph:
-    """Applies the passes ``names`` in order to ``graph`` (in place) and returns it."""
+def run_passes(graph: Graph, names: Sequence[str] = DEFAULT_PIPELINE,
+               keep: Callable[[Node], bool] | None = None) -> Graph:
+    """Applies the passes ``names`` in order to ``graph`` (in place) and returns it; the
+    expansion leaves the nodes ``keep`` picks whole (``export --lstm-op native``)."""
     for name in names:
-        if PASSES[name](graph):
+        run = PASSES[name]
+        changed = run(graph, keep) if run is expand_layers and keep is not None else run(graph)
+        if changed:
             verify(graph)
             infer_shapes(graph)
     return graph

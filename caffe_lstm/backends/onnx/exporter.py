@@ -71,6 +71,14 @@ def check_exportable(graph: Graph) -> None:
         raise UnsupportedLayerError(f"cannot export these layers to ONNX: {listing}",
                                     "the rewritten graph",
                                     "cut them off with --outputs, or report the layer type")
+    refused = [(node, reason) for node in graph.all_nodes()
+               if get_op(node.op).onnx_refusal is not None
+               and (reason := get_op(node.op).onnx_refusal(node)) is not None]
+    if refused:  # the recurrent layers left whole for ONNX's own operators (--lstm-op native)
+        listing = "; ".join(f"{node.label}: {reason}" for node, reason in refused)
+        raise UnsupportedLayerError(
+            f"ONNX's own recurrent operator cannot compute exactly {listing}", "--lstm-op native",
+            "export with --lstm-op scan (the default), whose Scan keeps Caffe's semantics")
 
 
 # ---- symbolic dims ------------------------------------------------------------------------------
@@ -189,6 +197,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     outputs = walker.walk(graph, [v.name for v in graph.inputs])
     outputs = [_as_output(ctx, value.name, name)
                for value, name in zip(graph.outputs, outputs)]
+    _drop_unread(ctx.parts, walker.streamed, outputs)
     helper = onnx.helper
     proto = helper.make_graph(
         ctx.parts.nodes, graph.name or "caffe-lstm",
@@ -199,6 +208,25 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     model = helper.make_model(proto, opset_imports=opsets, producer_name=producer)
     model.ir_version = helper.find_min_ir_version_for(opsets)
     return model, walker.streamed
+
+
+def _drop_unread(parts: OnnxGraphParts, streamed: list[Streamed], outputs: Sequence[str]
+                 ) -> None:
+    """Drops the initializers (streamed ones too) that no node reads, subgraphs included, and
+    no output is: a facet that computes from reordered copies of a layer's weights (ONNX's
+    LSTM) leaves the originals unread."""
+    read = set(outputs)
+    pending = list(parts.nodes)
+    while pending:
+        node = pending.pop()
+        read.update(node.input)
+        for attribute in node.attribute:
+            graphs = ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs)
+            for sub in graphs:
+                pending.extend(sub.node)
+                read.update(out.name for out in sub.output)
+    parts.initializers[:] = [t for t in parts.initializers if t.name in read]
+    streamed[:] = [item for item in streamed if item.header.name in read]
 
 
 def _as_output(ctx: OnnxContext, wanted: str, name: str) -> str:

@@ -9,6 +9,10 @@ the two agree.
 LSTM also takes the ``recurrent_param`` extension of docs/recurrent-extensions.md (candidate
 and cell activations, peepholes, a recurrent projection, cell clipping): ``LstmVariant``.
 RNN accepts none of its fields; the fork's ``lstm_param`` has none.
+
+Their ``onnx`` facet is ONNX's own LSTM/RNN operator (``native``, export --lstm-op native),
+with ``onnx_refusal`` naming what it cannot compute exactly; by default the rewrite expands
+the layers (``expand``) and the exporter never sees them.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 
 from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Node, Shape
-from caffe_lstm.ops.recurrent import expansion
+from caffe_lstm.ops.recurrent import expansion, native
 from caffe_lstm.ops.recurrent.cell import CAFFE_GATES, PEEPHOLE_GATES, LstmVariant, LstmWeights
 from caffe_lstm.ops.recurrent.equations import (_float32, _initial_state, _project_inputs,
                                                 _project_static, _rnn_step, _run_lstm,
@@ -57,10 +61,12 @@ class LSTM(Op):
 
     type = "LSTM"
     tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
-    onnx_missing_reason = "expanded by the recurrent rewrite first"
     param = "recurrent_param"
     recurrent = RecurrentSpec(states=("h", "c"), has_layouts=True)
     expand = staticmethod(expansion.expand_lstm)
+    # ONNX's own LSTM operator where it is exact (export --lstm-op native; ``native``)
+    onnx = staticmethod(native.lstm_onnx)
+    onnx_refusal = staticmethod(native.lstm_refusal)
 
     @staticmethod
     def roles(node: Node, blobs: list) -> LstmWeights:
@@ -133,10 +139,12 @@ class RNN(Op):
 
     type = "RNN"
     tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
-    onnx_missing_reason = "expanded by the recurrent rewrite first"
     param = "recurrent_param"
     recurrent = RecurrentSpec(states=("h",))
     expand = staticmethod(expansion.expand_rnn)
+    # ONNX's own RNN operator plus the output layer where it is exact (``native``)
+    onnx = staticmethod(native.rnn_onnx)
+    onnx_refusal = staticmethod(native.rnn_refusal)
 
     @staticmethod
     def caffe(ctx, node: Node) -> dict[str, Any]:
@@ -320,12 +328,14 @@ class Lstm(Op):
 
     type = "Lstm"
     tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
-    onnx_missing_reason = "expanded by the recurrent rewrite first"
     param = "lstm_param"
     # clip plays cont; no static input; each call starts from zeros (no expose_hidden)
     recurrent = RecurrentSpec(states=("h", "c"), static_bottom=None, exposable=False,
                               has_layouts=True)
     expand = staticmethod(_expand_fork)
+    # ONNX's own LSTM operator where it is exact (``native``)
+    onnx = staticmethod(native.fork_onnx)
+    onnx_refusal = staticmethod(native.fork_refusal)
 
     @staticmethod
     def roles(node: Node, blobs: list) -> LstmWeights:
