@@ -257,7 +257,8 @@ def _onnx_window_pool(ctx, node: Node, x: str, is_max: bool) -> str:
 
     onnxruntime refuses pads ≥ kernel, which a window starting past the input (pad 0,
     stride > kernel) needs: then an explicit Pad (with −FLT_MAX for MAX, Caffe's initial value,
-    or 0) and a pool without pads."""
+    or 0) and a pool without pads. (One difference is left: a MAX window whose real inputs are
+    all −inf gives −inf, Caffe −FLT_MAX; a Max with −FLT_MAX on every pooling is not worth it.)"""
     sizes = tuple(ctx.static_dim(node.inputs[0], axis) for axis in (2, 3))
     if None in sizes:
         raise shape_error(node, "H or W is not fixed in the ONNX export",
