@@ -4,11 +4,13 @@ hidden_size), refused in one line otherwise."""
 
 from __future__ import annotations
 
+
 import numpy as np
 import pytest
 
 from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
+from caffe_lstm.frontend.caffemodel import read_caffemodel
 from caffe_lstm.errors import ShapeError, UnsupportedLayerError
 from caffe_lstm.frontend.params import Params
 from caffe_lstm.ir.graph import Graph, Node, Value
@@ -21,8 +23,7 @@ TORCH_FROM_CAFFE = (0, 1, 3, 2)
 
 
 def _params(**fields) -> Params:
-    """lstm_param as the frontend hands it over, with only ``fields`` written (a hidden_size
-    schema field that our caffe.proto may not have yet is built the same way)."""
+    """lstm_param as the frontend hands it over, with only ``fields`` written."""
     defaults = {"num_output": 0, "clipping_threshold": 0.0, "batch_size": 1}
     return Params({**defaults, **fields}, frozenset(fields))
 
@@ -124,3 +125,35 @@ def test_hidden_size_lstm_expands_like_its_equations():
     rewritten = run_passes(graph)
     assert "Lstm" not in {n.op for n in rewritten.nodes}
     np.testing.assert_allclose(NumpyExecutor(rewritten).run(feeds)["h"], direct, atol=1e-6)
+
+
+# ---- deepdiary's prototxt, read by name from our caffe.proto, through the CLI -----------------
+
+#: deepdiary's lstm_param as its caption nets write it (T = sequence_len + 1 = 4, N = 2 rows).
+DEEPDIARY_NET = """name: "deepdiary_like"
+input: "x" input_shape { dim: 8 dim: 6 }
+layer { name: "lstm" type: "Lstm" bottom: "x" top: "h"
+  lstm_param { hidden_size: 6 sequence_len: 3 vocabulary_size: 100 image_size: 4096
+               clipping_threshold: 5 weight_filler { type: "uniform" } batch_size: 2 } }
+"""
+
+
+def test_deepdiary_prototxt_converts_and_runs_like_torch(invoke, tmp_path):
+    net, weights = tmp_path / "net.prototxt", tmp_path / "w.caffemodel"
+    net.write_text(DEEPDIARY_NET)
+    result = invoke("inspect", net, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert '"unknown": []' in result.stdout.replace("\n", "") or "unknown" not in result.stdout
+    assert invoke("weights", "init", net, "-o", weights).exit_code == 0
+    rows = np.random.default_rng(2).normal(size=(8, 6)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=rows)
+    result = invoke("run", net, "-w", weights, "--inputs", tmp_path / "in.npz",
+                    "-o", tmp_path / "out.npz")
+    assert result.exit_code == 0, result.stderr
+    (layer,) = [layer for layer in read_caffemodel(weights) if layer.name == "lstm"]
+    blobs = [blob.data.reshape(blob.shape) for blob in layer.blobs]
+    expected = _torch(rows.reshape(4, 2, 6), *blobs).reshape(8, 6)
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["h"], expected, atol=1e-5)
+    pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
+    result = invoke("convert", net, "-w", weights, "-o", tmp_path / "net.engine")
+    assert result.exit_code == 0, result.stderr

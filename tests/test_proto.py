@@ -154,10 +154,10 @@ def test_master_counts_match_upstream():
 
 
 def test_total_counts():
-    # Master + additions: 8 fork messages with 33 fields, 2 Loop messages with 6 + 3 fields,
+    # Master + additions: 8 fork messages with 37 fields, 2 Loop messages with 6 + 3 fields,
     # 17 added fields, 2 enums with 5 + 3 values.
     assert len(FILE.message_type) == 63 + 8 + 2
-    assert sum(len(m.field) for m in FILE.message_type) == 423 + 17 + 33 + 6 + 3
+    assert sum(len(m.field) for m in FILE.message_type) == 423 + 17 + 37 + 6 + 3
     enums = [e for _, e in _walk_enums()]
     assert len(enums) == 26 + 2
     assert sum(len(e.value) for e in enums) == 111 + 5 + 3
@@ -274,6 +274,10 @@ def test_enums():
         ("LSTMParameter", "weight_filler", 3, None),
         ("LSTMParameter", "bias_filler", 4, None),
         ("LSTMParameter", "batch_size", 5, "1"),
+        ("LSTMParameter", "vocabulary_size", 6, None),   # fanchenyou/deepdiary's numbers
+        ("LSTMParameter", "image_size", 7, None),
+        ("LSTMParameter", "sequence_len", 8, None),
+        ("LSTMParameter", "hidden_size", 9, None),   # 1 there, the wire field of num_output
         ("ReverseParameter", "axis", 1, "0"),
         ("ReverseTimeParameter", "copy_remaining", 1, "false"),
         ("TransposeParameter", "dim", 1, None),
