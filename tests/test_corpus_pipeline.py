@@ -1,14 +1,20 @@
 """Every corpus file through the whole pipeline: inspect; for deploy nets weights init, run and
 convert (post-processing cut with --outputs); train/test nets, read as their deploy graph,
-through inspect (with every shape), weights init, verify and convert. docs/corpus.md keeps the
+through inspect (with every shape), weights init, verify and convert, and their kept layers
+compared with the TEST-phase layers protobuf's own parser reads. docs/corpus.md keeps the
 same table."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
+from google.protobuf import text_format
 
-from tests.conftest import corpus_files, corpus_options, needs_corpus
+import caffe_lstm
+from caffe_lstm.proto import caffe_pb2
+from tests.conftest import CORPUS_TRAIN_NETS, corpus_files, corpus_options, needs_corpus
 
 pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
 
@@ -112,3 +118,49 @@ def _resetting_inputs(path, folder) -> tuple[str, ...]:
              stage_indicator=(np.arange(80)[:, None] >= 40).repeat(32, 1).astype(np.float32),
              frame_fc7=rng.standard_normal((80, 32, 4096)).astype(np.float32))
     return ("--inputs", str(folder / "in.npz"))
+
+
+# ---- a train/test net's kept graph is its TEST-phase graph minus the training layers ---------
+
+
+def _rule_met(rule, stages: set[str]) -> bool:
+    """Caffe's NetStateRule at phase TEST, level 0 (net.cpp StateMeetsRule)."""
+    return ((not rule.HasField("phase") or rule.phase == caffe_pb2.TEST)
+            and (not rule.HasField("min_level") or rule.min_level <= 0)
+            and (not rule.HasField("max_level") or rule.max_level >= 0)
+            and set(rule.stage) <= stages and not set(rule.not_stage) & stages)
+
+
+def _test_phase_layers(path, stages: set[str]) -> list[tuple[str, str]]:
+    """(name, type) of the layers Caffe instantiates at TEST with ``stages``, read by
+    protobuf's own text parser (not ours), in file order."""
+    net = text_format.Parse(path.read_text(), caffe_pb2.NetParameter(), allow_unknown_field=True)
+    return [(layer.name, layer.type) for layer in net.layer
+            if (any(_rule_met(r, stages) for r in layer.include) if layer.include
+                else not any(_rule_met(r, stages) for r in layer.exclude))]
+
+
+def _named_in_note(notes: list[str], start: str) -> set[str]:
+    """The layer names of the note that starts with ``start`` ("name (Type), …")."""
+    (note,) = [note for note in notes if note.startswith(start)]
+    return set(re.findall(r"([\w/.-]+) \([A-Z]\w*\)", note.split(":", 1)[1].split("; unused")[0]))
+
+
+@needs_corpus()
+@pytest.mark.parametrize("name", sorted(CORPUS_TRAIN_NETS))
+def test_train_test_net_keeps_its_test_phase_graph_minus_training_layers(name):
+    path = next(p for p in corpus_files() if p.name == name)
+    options = CORPUS_TRAIN_NETS[name]
+    stages = {options[i + 1] for i, o in enumerate(options) if o == "--stage"}
+    shapes = {k: tuple(int(d) for d in v.split("x")) for k, v in
+              (options[i + 1].split(":") for i, o in enumerate(options) if o == "--shape")}
+    net = caffe_lstm.load(path, stages=sorted(stages), shapes=shapes)
+    test_phase = _test_phase_layers(path, stages)
+    kept = [(node.name, node.op) for node in net.graph.nodes]
+    dropped = [(name, kind) for name, kind in test_phase if (name, kind) not in kept]
+    assert kept == [layer for layer in test_phase if layer not in dropped]
+    training = _named_in_note(net.notes, "converted as the deploy graph")
+    data = _named_in_note(net.notes, "data layers read as net inputs")
+    assert {name for name, _ in dropped} == training | data
+    assert all(kind.endswith("Loss") or kind in ("Accuracy", "Silence", "Reshape")
+               for name, kind in dropped if name in training)
