@@ -58,6 +58,22 @@ def test_state_io_without_given_state_starts_from_zero(invoke, tmp_path):
     assert io["lstm1/h_T"].shape == (1, 2, 16) and io["lstm1/c_T"].shape == (1, 2, 16)
 
 
+def test_state_io_zero_state_takes_the_batch_of_the_fed_cont(invoke, tmp_path):
+    """The captioner's LSTM x is computed (embedded words); N = 3 instead of the prototxt's 2
+    still gets zero states of N = 3, read from the fed cont."""
+    net, weights = sample("captioner")
+    rng = np.random.default_rng(2)
+    cont = np.ones((4, 3), np.float32)
+    cont[0] = 0
+    feeds = {"cont_sentence": cont,
+             "input_sentence": rng.integers(0, 50, (4, 3)).astype(np.float32),
+             "image_features": rng.normal(size=(3, 32)).astype(np.float32)}
+    plain = _run(invoke, tmp_path, net, weights, feeds)
+    io = _run(invoke, tmp_path, net, weights, feeds, "--state", "io")
+    np.testing.assert_allclose(io["probs"], plain["probs"], atol=1e-6)
+    assert io["lstm2/h_T"].shape == (1, 3, 24)
+
+
 @needs_corpus()
 def test_stepwise_corpus_deploy_net(invoke, tmp_path):
     """The COCO language model deploy net (T = 1, word by word, relying on Caffe's carry-over)

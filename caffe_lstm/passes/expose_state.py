@@ -34,18 +34,27 @@ def expose_recurrent_state(graph: Graph) -> bool:
 
 def zero_states(graph: Graph, feeds: dict) -> dict[str, np.ndarray]:
     """Zeros for the initial-state inputs of exposed recurrent layers that ``feeds`` lacks
-    (Caffe's state before the first Forward), N read from the layer's fed x where possible."""
+    (Caffe's state before the first Forward), N read from the layer's fed x or cont (both
+    (T, N, …)), else from the prototxt."""
     zeros = {}
     for node in graph.nodes:
         spec = _exposable(node)
         if spec is None or not node.attrs.get("expose_hidden"):
             continue
-        x = node.inputs[0]
-        batch = feeds[x.name].shape[1] if x.name in feeds else x.shape[1]
+        batch = _fed_batch(node, spec, feeds)
         for value in node.inputs[-len(spec.states):]:
             if value.producer is None and value.name not in feeds:
                 zeros[value.name] = np.zeros((1, batch, value.shape[2]), np.float32)
     return zeros
+
+
+def _fed_batch(node: Node, spec: RecurrentSpec, feeds: dict) -> int:
+    """N of a recurrent layer: axis 1 of its x or its cont where the caller feeds them (the
+    words' embedding, say, is computed, but the cont beside it is a net input)."""
+    for value in (node.inputs[0], node.inputs[spec.cont_bottom]):
+        if value.name in feeds and np.ndim(feeds[value.name]) > 1:
+            return int(np.shape(feeds[value.name])[1])
+    return node.inputs[0].shape[1]
 
 
 def needs_state_io(graph: Graph) -> bool:
