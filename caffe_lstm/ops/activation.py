@@ -77,8 +77,13 @@ class ReLU(_SameShape):
 
     @staticmethod
     def numpy(node: Node, x):
+        # one pass for the plain ReLU: the conv front ends' tops are hundreds of MiB, and each
+        # temporary costs its page faults
+        y = np.maximum(x, np.float32(0))
         slope = np.float32(node.attrs["negative_slope"])
-        return (np.maximum(x, 0) + slope * np.minimum(x, 0),)
+        if slope != 0:
+            y += slope * np.minimum(x, np.float32(0))
+        return (y,)
 
     @staticmethod
     def tensorrt(ctx, node: Node, x):
