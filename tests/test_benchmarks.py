@@ -25,6 +25,10 @@ EXPECTED = {
         rf"run time numpy / onnxruntime = {RATIO}",
         rf"^export: extra peak memory / caffemodel size = {RATIO}",
     ],
+    "numpy_conv.py": [
+        rf"^run time new / old = {RATIO}",
+        rf"^fastest run time new / old = {RATIO}",
+    ],
     "build_vs_onnx_parser.py": [
         rf"^build time caffe-lstm / onnx parser = {RATIO}",
         rf"^build time incl\. network construction caffe-lstm / onnx parser = {RATIO}",
@@ -72,4 +76,12 @@ def test_onnx_model_matches_the_caffe_net(quick_output):
     pytest.importorskip("onnxruntime")
     match = re.search(r"on y = (\S+)$", quick_output("build_vs_onnx_parser.py"), re.MULTILINE)
     assert match, "the script printed no equivalence line"
+    assert float(match.group(1)) < 1e-5
+
+
+def test_numpy_convolution_agrees_with_the_previous_code(quick_output):
+    """The benchmark's two runs (unfolded matmul vs one tensor product per tap) give the same
+    outputs."""
+    match = re.search(r"of the outputs = (\S+)$", quick_output("numpy_conv.py"), re.MULTILINE)
+    assert match, "the script printed no difference line"
     assert float(match.group(1)) < 1e-5
