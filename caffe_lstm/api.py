@@ -318,6 +318,7 @@ class Net:
                         model: str | Path | None = None) -> dict[str, np.ndarray]:
         """Runs the net with onnxruntime on the inputs ``run`` takes: the model file ``model``
         (from ``export_onnx``), or the net exported in memory for these inputs' shapes."""
+        from caffe_lstm.backends.onnx.exporter import DEFAULT_OPSET, build_model
         from caffe_lstm.backends.onnx.runtime import require_onnxruntime, run_model
 
         require_onnxruntime()
@@ -326,7 +327,11 @@ class Net:
         if model is not None:
             return run_model(Path(model), feeds, str(model))
         fed = Net(graph, self.prototxt, self.weights, list(self.missing_weights))
-        return run_model(fed.export_onnx(None, state="zero").model, feeds)  # io: already in
+        fed._require_weights("run with onnxruntime")
+        onnx_graph, profiles = fed._onnx_graph(None, "zero")    # io: already in
+        # the large weights go to onnxruntime from the caffemodel's memory map (no protobuf)
+        model, streamed = build_model(onnx_graph, DEFAULT_OPSET, profiles, stream=True)
+        return run_model(model, feeds, streamed=streamed)
 
     def _onnx_graph(self, shapes: Mapping[str, Profile] | None, state: str,
                     lstm_op: str = "scan") -> tuple[Graph, dict[str, Profile]]:

@@ -17,10 +17,7 @@ from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops import get_op
 from caffe_lstm.passes import run_passes
 from tests.opcheck import make_node, run_op
-
-#: torch (i, f, g, o) = Caffe gate blocks (0, 1, 3, 2).
-TORCH_FROM_CAFFE = (0, 1, 3, 2)
-
+from tests.torch_reference import torch_lstm
 
 def _params(**fields) -> Params:
     """lstm_param as the frontend hands it over, with only ``fields`` written."""
@@ -68,20 +65,7 @@ def _weights(rng, hidden):
 
 
 def _torch(x, w_x, w_h, b):
-    torch = pytest.importorskip("torch")
-
-    def reorder(a):
-        blocks = np.split(np.asarray(a, np.float64), 4, axis=0)
-        return np.concatenate([blocks[k] for k in TORCH_FROM_CAFFE], axis=0)
-
-    lstm = torch.nn.LSTM(x.shape[2], w_h.shape[1]).double()
-    with torch.no_grad():
-        lstm.weight_ih_l0.copy_(torch.from_numpy(reorder(w_x)))
-        lstm.weight_hh_l0.copy_(torch.from_numpy(reorder(w_h)))
-        lstm.bias_ih_l0.copy_(torch.from_numpy(reorder(b)))
-        lstm.bias_hh_l0.zero_()
-        y, _ = lstm(torch.from_numpy(np.asarray(x, np.float64)))
-    return y.numpy()
+    return torch_lstm(x, w_x, b, w_h)[0]
 
 
 @pytest.mark.parametrize("trailing", [(), (1, 1)], ids=["2-D", "4-D"])

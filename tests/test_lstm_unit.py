@@ -12,9 +12,7 @@ from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
 from caffe_lstm.ops import get_op
 from tests.onnx_facets import run_onnx_facet
 from tests.opcheck import make_node, run_op
-
-#: torch (i, f, g, o) = Caffe gate blocks (0, 1, 3, 2).
-TORCH_FROM_CAFFE = (0, 1, 3, 2)
+from tests.torch_reference import torch_lstm
 
 
 def _sigmoid(x):
@@ -122,23 +120,6 @@ def _lstm_prototxt(steps: int, batch: int, inputs: int, hidden: int) -> str:
             f'recurrent_param {{ num_output: {hidden} }} }}\n')
 
 
-def _torch_lstm(x, w_xc, b_c, w_hc):
-    torch = pytest.importorskip("torch")
-
-    def reorder(a):
-        blocks = np.split(np.asarray(a, np.float64), 4, axis=0)
-        return np.concatenate([blocks[k] for k in TORCH_FROM_CAFFE], axis=0)
-
-    lstm = torch.nn.LSTM(x.shape[2], w_hc.shape[1]).double()
-    with torch.no_grad():
-        lstm.weight_ih_l0.copy_(torch.from_numpy(reorder(w_xc)))
-        lstm.weight_hh_l0.copy_(torch.from_numpy(reorder(w_hc)))
-        lstm.bias_ih_l0.copy_(torch.from_numpy(reorder(b_c)))
-        lstm.bias_hh_l0.zero_()
-        y, _ = lstm(torch.from_numpy(np.asarray(x, np.float64)))
-    return y.numpy()
-
-
 @pytest.fixture(scope="module")
 def unrolled_case(tmp_path_factory):
     """The two nets with the same weights and one inputs file: (dir, unrolled, lstm, feeds)."""
@@ -176,7 +157,7 @@ def test_unrolled_lstm_unit_net_equals_the_lstm_layer_and_torch(invoke, unrolled
     by_units = _run(invoke, unrolled, folder / "unrolled.caffemodel", inputs, folder / "u.npz")
     by_layer = _run(invoke, lstm, folder / "lstm.caffemodel", inputs, folder / "l.npz")
     np.testing.assert_allclose(by_units, by_layer, atol=1e-5, rtol=0)
-    np.testing.assert_allclose(by_units, _torch_lstm(x, w_xc, b_c, w_hc), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(by_units, torch_lstm(x, w_xc, b_c, w_hc)[0], atol=1e-5, rtol=0)
 
 
 def test_unrolled_lstm_unit_net_converts_and_verifies(invoke, unrolled_case):

@@ -17,6 +17,7 @@ from caffe_lstm.backends.tensorrt.network_eval import (  # noqa: E402
     NetworkEvalError,
     evaluate_network,
 )
+from tests.torch_reference import torch_lstm  # noqa: E402
 
 LOGGER = trt.Logger(trt.Logger.WARNING)    # TensorRT keeps one process-global logger
 E, A, M = trt.ElementWiseOperation, trt.ActivationType, trt.MatrixOperation
@@ -358,21 +359,6 @@ def caffe_lstm_network(n: Net, T: int, N: int, K: int, H: int, w_xc, b_c, w_hc):
              "hT")
     n.output(loop.add_loop_output(c_rec.get_output(0), trt.LoopOutput.LAST_VALUE).get_output(0),
              "cT")
-
-
-def torch_lstm(x, w_xc, b_c, w_hc):
-    """torch.nn.LSTM in float64 from zero state; Caffe blocks (i,f,o,g) -> torch (i,f,g,o)."""
-    torch = pytest.importorskip("torch")
-    H = w_hc.shape[1]
-    order = np.concatenate([np.arange(k * H, (k + 1) * H) for k in (0, 1, 3, 2)])
-    lstm = torch.nn.LSTM(x.shape[2], H).double()
-    with torch.no_grad():
-        lstm.weight_ih_l0.copy_(torch.from_numpy(w_xc[order].astype(np.float64)))
-        lstm.weight_hh_l0.copy_(torch.from_numpy(w_hc[order].astype(np.float64)))
-        lstm.bias_ih_l0.copy_(torch.from_numpy(b_c[order].astype(np.float64)))
-        lstm.bias_hh_l0.zero_()
-        y, (h, c) = lstm(torch.from_numpy(x.astype(np.float64)))
-    return y.numpy(), h[0].numpy(), c[0].numpy()
 
 
 @pytest.fixture

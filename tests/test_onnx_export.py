@@ -477,6 +477,32 @@ def test_streamed_weights_in_one_file_or_beside_it(tmp_path, monkeypatch, thresh
         assert_parser_matches_onnxruntime(tmp_path / "m.onnx", feeds)
 
 
+def test_run_hands_streamed_weights_to_onnxruntime(invoke, tmp_path, monkeypatch):
+    """`run --backend onnxruntime` passes every weight (all streamed here) as an OrtValue over
+    its array, not through protobuf; the outputs equal the numpy run's, and the weights stay
+    out of the model the exporter built."""
+    from caffe_lstm.backends.onnx import exporter, runtime
+
+    monkeypatch.setattr(exporter, "STREAM_BYTES", 1)
+    handed: list[int] = []
+    original = runtime._hand_over_weights
+
+    def counted(ort, options, model, streamed):
+        handed.append(len(streamed))
+        return original(ort, options, model, streamed)
+
+    monkeypatch.setattr(runtime, "_hand_over_weights", counted)
+    net, weights = sample("captioner")
+    outputs = []
+    for backend in ("numpy", "onnxruntime"):
+        out = tmp_path / f"{backend}.npz"
+        result = invoke("run", net, "-w", weights, "--backend", backend, "-o", out)
+        assert result.exit_code == 0, result.stderr
+        outputs.append(dict(np.load(out)))
+    assert handed and handed[0] > 0
+    _assert_close(outputs[1], outputs[0])
+
+
 # ---- bad input -----------------------------------------------------------------------------------
 
 

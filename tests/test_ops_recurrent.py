@@ -16,10 +16,9 @@ from caffe_lstm.frontend.params import to_params
 from caffe_lstm.ops import get_op
 from caffe_lstm.proto import caffe_pb2
 from tests.opcheck import make_node, run_op
+from tests.torch_reference import torch_lstm
 
 ATOL = 1e-5
-#: Caffe block k of the torch layout: torch (i, f, g, o) = Caffe blocks (0, 1, 3, 2).
-TORCH_FROM_CAFFE = (0, 1, 3, 2)
 
 
 def _torch():
@@ -37,29 +36,6 @@ def _fresh_cont(steps: int, batch: int) -> np.ndarray:
     return cont
 
 
-def _to_torch_gates(a: np.ndarray) -> np.ndarray:
-    blocks = np.split(np.asarray(a, np.float64), 4, axis=0)
-    return np.concatenate([blocks[k] for k in TORCH_FROM_CAFFE], axis=0)
-
-
-def _torch_lstm(x, w_xc, b_c, w_hc, h0=None, c0=None):
-    """torch.nn.LSTM (float64) over x (T, N, I) from (h0, c0), zeros by default -> y, h_n, c_n."""
-    torch = _torch()
-    steps, batch, inputs = x.shape
-    hidden = w_hc.shape[1]
-    zeros = np.zeros((batch, hidden))
-    lstm = torch.nn.LSTM(inputs, hidden).double()
-    with torch.no_grad():
-        lstm.weight_ih_l0.copy_(torch.from_numpy(_to_torch_gates(w_xc)))
-        lstm.weight_hh_l0.copy_(torch.from_numpy(_to_torch_gates(w_hc)))
-        lstm.bias_ih_l0.copy_(torch.from_numpy(_to_torch_gates(b_c)))
-        lstm.bias_hh_l0.zero_()
-        state = [torch.from_numpy(np.asarray(s if s is not None else zeros, np.float64))[None]
-                 for s in (h0, c0)]
-        y, (h_n, c_n) = lstm(torch.from_numpy(np.asarray(x, np.float64)), tuple(state))
-    return y.numpy(), h_n[0].numpy(), c_n[0].numpy()
-
-
 def _torch_lstm_per_step(x, cont, w_xc, b_c, w_hc, h0=None, c0=None):
     """peers.md §5.4: torch with T = 1 per call, each call started from (cont_t·h, cont_t·c)."""
     batch, hidden = x.shape[1], w_hc.shape[1]
@@ -68,7 +44,7 @@ def _torch_lstm_per_step(x, cont, w_xc, b_c, w_hc, h0=None, c0=None):
     ys = []
     for x_t, cont_t in zip(x, cont):
         mask = np.asarray(cont_t, np.float64)[:, None]
-        y, h, c = _torch_lstm(x_t[None], w_xc, b_c, w_hc, mask * h, mask * c)
+        y, h, c = torch_lstm(x_t[None], w_xc, b_c, w_hc, mask * h, mask * c)
         ys.append(y[0])
     return np.stack(ys), h, c
 
@@ -104,7 +80,7 @@ def test_lstm_matches_torch(x_shape, hidden):
     cont = _fresh_cont(steps, batch)
     w_xc, b_c, w_hc = _lstm_weights(rng, int(np.prod(x_shape[2:])), hidden)
     (h,) = run_op("LSTM", _lstm_attrs(hidden), [x, cont], [w_xc, b_c, w_hc])
-    expected, _, _ = _torch_lstm(x.reshape(steps, batch, -1), w_xc, b_c, w_hc)
+    expected, _, _ = torch_lstm(x.reshape(steps, batch, -1), w_xc, b_c, w_hc)
     assert h.dtype == np.float32
     np.testing.assert_allclose(h, expected, atol=ATOL, rtol=0)
 
@@ -124,7 +100,7 @@ def test_lstm_cont_reset_in_one_stream_and_non_binary_cont():
     expected, _, _ = _torch_lstm_per_step(x, cont, w_xc, b_c, w_hc)
     np.testing.assert_allclose(h, expected, atol=ATOL, rtol=0)
     # The reset matters: a plain run differs after it in stream 1 and 2, not in stream 0.
-    plain, _, _ = _torch_lstm(x, w_xc, b_c, w_hc)
+    plain, _, _ = torch_lstm(x, w_xc, b_c, w_hc)
     assert np.abs(h[3:, 1:] - plain[3:, 1:]).max() > 1e-3
     np.testing.assert_allclose(h[:, 0], plain[:, 0], atol=ATOL, rtol=0)
 
@@ -146,7 +122,7 @@ def test_lstm_static_input_matches_torch_with_concatenated_input(static_shape):
     # torch: x_static appended to every step's input, W_xc_static's columns to weight_ih.
     x_cat = np.concatenate([x, np.broadcast_to(x_static.reshape(batch, static),
                                                (steps, batch, static))], axis=2)
-    expected, _, _ = _torch_lstm(x_cat, np.concatenate([w_xc, w_static], axis=1), b_c, w_hc)
+    expected, _, _ = torch_lstm(x_cat, np.concatenate([w_xc, w_static], axis=1), b_c, w_hc)
     np.testing.assert_allclose(h, expected, atol=ATOL, rtol=0)
 
 
@@ -172,7 +148,7 @@ def test_lstm_expose_hidden_matches_torch_initial_state(with_static):
         x_ref = np.concatenate([x, np.broadcast_to(x_static, (steps, batch, static))], axis=2)
         w_ref = np.concatenate([w_xc, w_static], axis=1)
     mask = cont[0][:, None].astype(np.float64)
-    y, h_n, c_n = _torch_lstm(x_ref, w_ref, b_c, w_hc, mask * h_0[0], mask * c_0[0])
+    y, h_n, c_n = torch_lstm(x_ref, w_ref, b_c, w_hc, mask * h_0[0], mask * c_0[0])
     np.testing.assert_allclose(h, y, atol=ATOL, rtol=0)
     np.testing.assert_allclose(h_T, h_n[None], atol=ATOL, rtol=0)
     np.testing.assert_allclose(c_T, c_n[None], atol=ATOL, rtol=0)
@@ -294,7 +270,7 @@ def test_fork_lstm_2d_layout_matches_torch(batch_size):
     x = _normal(rng, steps * batch_size, inputs, std=1.0)   # row t·N + n
     w_x, b, w_h = _lstm_weights(rng, inputs, hidden)
     (h,) = run_op("Lstm", _fork_attrs(hidden, batch_size), [x], [w_x, w_h, b])
-    expected, _, _ = _torch_lstm(x.reshape(steps, batch_size, inputs), w_x, b, w_h)
+    expected, _, _ = torch_lstm(x.reshape(steps, batch_size, inputs), w_x, b, w_h)
     assert h.shape == (steps * batch_size, hidden)
     np.testing.assert_allclose(h, expected.reshape(steps * batch_size, hidden), atol=ATOL, rtol=0)
 
@@ -319,7 +295,7 @@ def test_fork_lstm_time_major_layout_without_clip(x_shape):
     x = _normal(rng, *x_shape, std=1.0)
     w_x, b, w_h = _lstm_weights(rng, int(np.prod(x_shape[2:])), hidden)
     (h,) = run_op("Lstm", _fork_attrs(hidden), [x], [w_x, w_h, b])
-    expected, _, _ = _torch_lstm(x.reshape(steps, batch, -1), w_x, b, w_h)
+    expected, _, _ = torch_lstm(x.reshape(steps, batch, -1), w_x, b, w_h)
     np.testing.assert_allclose(h, expected, atol=ATOL, rtol=0)
 
 

@@ -377,7 +377,7 @@ def save_model(model: Any, path: str | Path, streamed: Sequence[Streamed] = (),
         raise
     finally:
         for item in streamed:  # the model is the caller's again, without the headers
-            _remove_initializer(model.graph, item.header.name)
+            remove_initializer(model.graph, item.header.name)
     return data_path
 
 
@@ -418,7 +418,7 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def _remove_initializer(graph: Any, name: str) -> None:
+def remove_initializer(graph: Any, name: str) -> None:
     for index, tensor in enumerate(graph.initializer):
         if tensor.name == name:
             del graph.initializer[index]

@@ -3,12 +3,13 @@ command works without it)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from caffe_lstm.backends.onnx.exporter import import_module
+from caffe_lstm.backends.onnx.exporter import Streamed, import_module, remove_initializer
 from caffe_lstm.errors import CaffeLstmError, ExecutionError, ModelLoadError
 
 
@@ -27,9 +28,11 @@ def onnxruntime_available() -> bool:
 
 
 def run_model(model: str | Path | bytes, feeds: Mapping[str, np.ndarray],
-              source: str = "the exported model") -> dict[str, np.ndarray]:
-    """Runs ``model`` (a path, or serialized bytes) once on ``feeds`` (float32 arrays by input
-    name); returns every output by name.
+              source: str = "the exported model", streamed: Sequence[Streamed] = ()
+              ) -> dict[str, np.ndarray]:
+    """Runs ``model`` (a path, serialized bytes, or a ModelProto with the ``streamed`` weights
+    of ``build_model(stream=True)`` left out) once on ``feeds`` (float32 arrays by input name);
+    returns every output by name.
 
     Raises:
         ModelLoadError: a file onnxruntime cannot load.
@@ -39,6 +42,8 @@ def run_model(model: str | Path | bytes, feeds: Mapping[str, np.ndarray],
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: warnings would clutter the CLI's output
     model_arg = str(model) if isinstance(model, Path) else model
+    if not isinstance(model, (str, Path, bytes)):
+        model_arg = _hand_over_weights(ort, options, model, streamed)
     try:
         session = ort.InferenceSession(model_arg, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
@@ -55,6 +60,32 @@ def run_model(model: str | Path | bytes, feeds: Mapping[str, np.ndarray],
                              "for (export with --shape to make T and N vary)") from None
     return {o.name: np.asarray(r, dtype=np.float32)
             for o, r in zip(session.get_outputs(), results)}
+
+
+def _hand_over_weights(ort: Any, options: Any, model: Any, streamed: Sequence[Streamed]
+                       ) -> bytes:
+    """The bytes of ``model`` with each streamed weight a placeholder marked as external data,
+    and the weights handed to onnxruntime as OrtValues over their arrays
+    (``SessionOptions.add_external_initializers`` replaces such placeholders before the graph
+    is optimized): the memory-mapped weights skip protobuf, which would copy them into the
+    ModelProto, again into its bytes, and once more when onnxruntime parses them."""
+    names, values = [], []
+    for item in streamed:
+        placeholder = model.graph.initializer.add()
+        placeholder.CopyFrom(item.header)
+        placeholder.data_location = placeholder.EXTERNAL
+        placeholder.external_data.add(key="location", value="caffe-lstm-in-memory")
+        array = np.ascontiguousarray(item.array, np.float32).reshape(tuple(item.header.dims))
+        names.append(item.header.name)
+        values.append(ort.OrtValue.ortvalue_from_numpy(array))
+    try:
+        data = model.SerializeToString()
+    finally:
+        for item in streamed:   # the model is the caller's again, without the placeholders
+            remove_initializer(model.graph, item.header.name)
+    if names:
+        options.add_external_initializers(names, values)
+    return data
 
 
 def _check_feeds(names: list[str], feeds: Mapping[str, np.ndarray], source: str) -> None:
