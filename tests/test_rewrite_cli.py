@@ -51,16 +51,11 @@ CORPUS_CUTS = {
     # T = 320 unrolls to 4490 layers per LSTM: two of the three stacked LSTMs suffice.
     "examples__lstm_sequence__deep_lstm_short.prototxt": "lstm2",
 }
-#: Corpus nets too heavy for numpy in CI: an AlexNet front end over 160 frames of 227×227 takes
-#: minutes and GBs per run (their shapes and engines are tested in tests/test_corpus_cnn.py).
-TOO_HEAVY = {"examples__LRCN_activity_recognition__deploy_lstm.prototxt"}
-
-
 def _loadable_corpus() -> list[Path]:
-    """The corpus nets that `caffe-lstm inspect` accepts (the deploy nets without conv layers)."""
+    """The corpus nets that `caffe-lstm inspect` accepts (the deploy nets)."""
     runner = CliRunner()
-    return [path for path in corpus_files() if path.name not in TOO_HEAVY
-            and runner.invoke(cli, ["inspect", str(path)]).exit_code == 0]
+    return [path for path in corpus_files()
+            if runner.invoke(cli, ["inspect", str(path)]).exit_code == 0]
 
 
 LOADABLE_CORPUS = _loadable_corpus()
