@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from caffe_lstm.analysis.shapes import infer_shapes
+from caffe_lstm.analysis.shapes import shape_at_profile_sizes
 from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts
-from caffe_lstm.errors import CaffeLstmError, ShapeError, UnsupportedLayerError
+from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops import get_op
@@ -106,16 +106,7 @@ class DimTable:
             return DimTable.static(graph)
         sizes: dict[int, list[tuple[int, ...]]] = defaultdict(list)
         values = _all_values(graph)
-        for index, which in ((0, "MIN"), (2, "MAX"), (1, "OPT")):
-            for value in graph.inputs:
-                if value.name in profiles:
-                    value.shape = tuple(profiles[value.name][index])
-            try:
-                infer_shapes(graph)
-            except ShapeError as exc:
-                raise ShapeError(f"at the --shape {which} sizes: {exc.what}", exc.where,
-                                 "keep dims that the layers or weights fix out of --shape "
-                                 "ranges") from None
+        for _ in shape_at_profile_sizes(graph, profiles):
             for value in values:
                 sizes[id(value)].append(tuple(value.shape))
         return DimTable._named(graph, sizes)

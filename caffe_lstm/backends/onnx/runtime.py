@@ -27,7 +27,7 @@ def onnxruntime_available() -> bool:
     return True
 
 
-def run_model(model: str | Path | bytes, feeds: Mapping[str, np.ndarray],
+def run_model(model: str | Path | bytes | Any, feeds: Mapping[str, np.ndarray],
               source: str = "the exported model", streamed: Sequence[Streamed] = ()
               ) -> dict[str, np.ndarray]:
     """Runs ``model`` (a path, serialized bytes, or a ModelProto with the ``streamed`` weights
