@@ -40,11 +40,12 @@ registered op has every facet.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from caffe_lstm.errors import ShapeError
-from caffe_lstm.ir.graph import Node, Shape
+from caffe_lstm.errors import ShapeError, UnsupportedLayerError
+from caffe_lstm.ir.graph import Graph, Node, Shape
 
 _REGISTRY: dict[str, type[Op]] = {}
 
@@ -163,6 +164,22 @@ def recurrent_spec(op_type: str) -> RecurrentSpec | None:
 
 
 # ---- helpers shared by the op families -------------------------------------------------------
+
+
+def check_facet(graph: Graph, facet: str, refusal: str) -> None:
+    """Lists, in one error that starts with ``refusal``, every node (loop bodies included)
+    whose op lacks ``facet`` ("tensorrt", "onnx"), by type with its ``<facet>_missing_reason``."""
+    missing: dict[str, list[str]] = defaultdict(list)
+    for node in graph.all_nodes():
+        if getattr(get_op(node.op), facet) is None:
+            missing[node.op].append(node.name)
+    if missing:
+        listing = "; ".join(
+            f"{op} ({', '.join(names)}): {getattr(get_op(op), f'{facet}_missing_reason')}"
+            for op, names in missing.items())
+        raise UnsupportedLayerError(f"{refusal}: {listing}",
+                                    "the rewritten graph",
+                                    "cut them off with --outputs, or report the layer type")
 
 
 def canonical_axis(node: Node, axis: int, rank: int, what: str = "axis") -> int:

@@ -26,7 +26,7 @@ from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts
 from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Node, Value
-from caffe_lstm.ops import get_op
+from caffe_lstm.ops import check_facet, get_op
 
 #: The opsets the exporter writes: 13 is the first with Split/Squeeze/Unsqueeze/ReduceSum
 #: taking their sizes and axes as inputs and Softmax on one axis; 21 the newest checked here
@@ -60,17 +60,9 @@ def check_opset(opset: int) -> None:
 
 
 def check_exportable(graph: Graph) -> None:
-    """Lists, in one error, every node (loop bodies included) that has no ONNX form."""
-    missing: dict[str, list[str]] = defaultdict(list)
-    for node in graph.all_nodes():
-        if get_op(node.op).onnx is None:
-            missing[node.op].append(node.name)
-    if missing:
-        listing = "; ".join(f"{op} ({', '.join(names)}): {get_op(op).onnx_missing_reason}"
-                            for op, names in missing.items())
-        raise UnsupportedLayerError(f"cannot export these layers to ONNX: {listing}",
-                                    "the rewritten graph",
-                                    "cut them off with --outputs, or report the layer type")
+    """Lists, in one error, every node (loop bodies included) that has no ONNX form; then,
+    in another, every layer whose ONNX form would compute something else."""
+    check_facet(graph, "onnx", "cannot export these layers to ONNX")
     refused = [(node, reason) for node in graph.all_nodes()
                if get_op(node.op).onnx_refusal is not None
                and (reason := get_op(node.op).onnx_refusal(node)) is not None]

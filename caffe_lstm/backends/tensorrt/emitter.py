@@ -7,28 +7,17 @@ and the outputs back to FLOAT before leaving, so callers always exchange float32
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 from collections.abc import Mapping, Sequence
 
 from caffe_lstm.backends.tensorrt.context import EmitContext
-from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Graph, Node
-from caffe_lstm.ops import get_op
+from caffe_lstm.ops import check_facet, get_op
 
 
 def check_emittable(graph: Graph) -> None:
     """Lists, in one error, every node (loop bodies included) that has no TensorRT emission."""
-    missing: dict[str, list[str]] = defaultdict(list)
-    for node in graph.all_nodes():
-        if get_op(node.op).tensorrt is None:
-            missing[node.op].append(node.name)
-    if missing:
-        listing = "; ".join(f"{op} ({', '.join(names)}): {get_op(op).tensorrt_missing_reason}"
-                            for op, names in missing.items())
-        raise UnsupportedLayerError(f"cannot build these layers in TensorRT: {listing}",
-                                    "the rewritten graph",
-                                    "cut them off with --outputs, or report the layer type")
+    check_facet(graph, "tensorrt", "cannot build these layers in TensorRT")
 
 
 def emit_network(ctx: EmitContext, graph: Graph,
