@@ -17,7 +17,7 @@ from caffe_lstm.synthetic import synthetic_weights
 
 SAMPLES = Path(__file__).resolve().parent
 #: sample directory -> seed
-SEEDS = {"seq_classifier": 1, "captioner": 2, "deepspeech_relu": 3}
+SEEDS = {"seq_classifier": 1, "captioner": 2, "deepspeech_relu": 3, "fork_vision": 4}
 
 
 def main() -> None:

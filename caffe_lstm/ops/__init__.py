@@ -21,6 +21,10 @@ from caffe_lstm.ops import norm  # noqa: F401  BatchNorm, PReLU
 from caffe_lstm.ops import fork  # noqa: F401
 from caffe_lstm.ops import ctc  # noqa: F401  CTCGreedyDecoder (caffe_ocr)
 from caffe_lstm.ops import dense_block  # noqa: F401  DenseBlock (caffe_ocr)
+# resample: Interp (DeepLab v2), SpatialTransformer (STN forks)
+from caffe_lstm.ops import resample  # noqa: F401
+from caffe_lstm.ops import roi  # noqa: F401  PSROIPooling (R-FCN)
+from caffe_lstm.ops import repeat  # noqa: F401  Repeat (christopher5106/last_caffe_with_stn)
 
 __all__ = ["Op", "RecurrentSpec", "check_facet", "get_op", "recurrent_spec", "recurrent_types",
            "register_op", "registered_types"]

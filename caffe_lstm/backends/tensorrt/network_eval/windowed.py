@@ -189,3 +189,35 @@ def _topk(layer, inputs, run):
     index = np.take(order, np.arange(k), axis=axes[0])
     values = np.take_along_axis(x, index, axis=axes[0])
     return [values, index.astype(numpy_dtype(layer.indices_type))]
+
+
+def _grid_pixels(g: np.ndarray, size: int, align_corners: bool) -> np.ndarray:
+    """A normalized grid coordinate in [-1, 1] as a pixel position along an axis of `size`:
+    -1 and 1 are the outer pixels' centres with align_corners, their outer edges without."""
+    return (g + 1) / 2 * (size - 1) if align_corners else ((g + 1) * size - 1) / 2
+
+
+@evaluates("GRID_SAMPLE", "IGridSampleLayer")
+def _grid_sample(layer, inputs, run):
+    """y[n, c, i, j] = bilinear read of x[n, c] at grid[n, i, j] = (x: width, y: height);
+    corners outside the input read 0 (sample mode FILL), as ONNX GridSample's zeros padding."""
+    x, grid = inputs
+    if layer.interpolation_mode.name != "LINEAR" or layer.sample_mode.name != "FILL":
+        raise NotImplementedError(f"grid sample {layer.interpolation_mode.name} with "
+                                  f"{layer.sample_mode.name}")
+    if x.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != x.shape[0]:
+        raise NetworkEvalError(f"grid sample of {x.shape} at a grid {grid.shape}")
+    height, width = x.shape[2:]
+    data, g = _wide(x), _wide(grid).astype(np.float64)
+    cols = _grid_pixels(g[..., 0], width, layer.align_corners)
+    rows = _grid_pixels(g[..., 1], height, layer.align_corners)
+    row0, col0 = np.floor(rows), np.floor(cols)
+    batch = np.arange(x.shape[0])[:, None, None]
+    y = np.zeros(grid.shape[:3] + (x.shape[1],))
+    for r, wr in ((row0, row0 + 1 - rows), (row0 + 1, rows - row0)):
+        for c, wc in ((col0, col0 + 1 - cols), (col0 + 1, cols - col0)):
+            inside = (r >= 0) & (r < height) & (c >= 0) & (c < width)
+            picked = data[batch, :, np.clip(r, 0, height - 1).astype(np.int64),
+                          np.clip(c, 0, width - 1).astype(np.int64)]     # (N, Ho, Wo, C)
+            y += np.where(inside, wr * wc, 0)[..., None] * picked
+    return [np.moveaxis(y, -1, 1).astype(x.dtype)]
