@@ -1,7 +1,9 @@
 """Every op family, imported explicitly so that registration is greppable."""
 
-from caffe_lstm.ops.registry import (Op, RecurrentSpec, check_facet, get_op, recurrent_spec,
-                                     recurrent_types, register_op, registered_types)
+from caffe_lstm.ops.registry import (FACETS, MissingFacetError, Op, RecurrentSpec, check_facet,
+                                     claimed_facets, get_op, has_facet, missing_facets,
+                                     recurrent_spec, recurrent_types, register_op,
+                                     registered_types)
 
 # Each import registers the op classes of one family.
 from caffe_lstm.ops import linear  # noqa: F401  InnerProduct, Embed
@@ -22,5 +24,6 @@ from caffe_lstm.ops import fork  # noqa: F401
 from caffe_lstm.ops import ctc  # noqa: F401  CTCGreedyDecoder (caffe_ocr)
 from caffe_lstm.ops import dense_block  # noqa: F401  DenseBlock (caffe_ocr)
 
-__all__ = ["Op", "RecurrentSpec", "check_facet", "get_op", "recurrent_spec", "recurrent_types",
+__all__ = ["FACETS", "MissingFacetError", "Op", "RecurrentSpec", "check_facet", "claimed_facets",
+           "get_op", "has_facet", "missing_facets", "recurrent_spec", "recurrent_types",
            "register_op", "registered_types"]
