@@ -34,6 +34,10 @@ ADDED_MESSAGES = {
     "ContinuationIndicatorParameter",
     "CTCDecoderParameter",
     "DenseBlockParameter",
+    "InterpParameter",
+    "SpatialTransformerParameter",
+    "RepeatParameter",
+    "PSROIPoolingParameter",
     # Our Loop layer (Part D).
     "LoopParameter",
     "LoopState",
@@ -49,6 +53,10 @@ ADDED_FIELDS = {
     ("LayerParameter", "permute_param"): 202,
     ("LayerParameter", "continuation_indicator_param"): 201,
     ("LayerParameter", "denseblock_param"): 8266720,
+    ("LayerParameter", "interp_param"): 8266740,
+    ("LayerParameter", "st_param"): 8266741,
+    ("LayerParameter", "repeat_param"): 8266742,
+    ("LayerParameter", "psroi_pooling_param"): 10001,   # R-FCN's own number
     # Our recurrent extension (Part C).
     ("RecurrentParameter", "candidate_activation"): 1001,
     ("RecurrentParameter", "cell_activation"): 1002,
@@ -154,10 +162,11 @@ def test_master_counts_match_upstream():
 
 
 def test_total_counts():
-    # Master + additions: 8 fork messages with 37 fields, 2 Loop messages with 6 + 3 fields,
-    # 17 added fields, 2 enums with 5 + 3 values.
-    assert len(FILE.message_type) == 63 + 8 + 2
-    assert sum(len(m.field) for m in FILE.message_type) == 423 + 17 + 37 + 6 + 3
+    # Master + additions: 12 fork messages with 37 + 22 fields (Interp 6, SpatialTransformer 11,
+    # Repeat 2, PSROIPooling 3), 2 Loop messages with 6 + 3 fields, 21 added fields, 2 enums
+    # with 5 + 3 values.
+    assert len(FILE.message_type) == 63 + 12 + 2
+    assert sum(len(m.field) for m in FILE.message_type) == 423 + 21 + 37 + 22 + 6 + 3
     enums = [e for _, e in _walk_enums()]
     assert len(enums) == 26 + 2
     assert sum(len(e.value) for e in enums) == 111 + 5 + 3
@@ -293,6 +302,18 @@ def test_enums():
         ("DenseBlockParameter", "gpuIdx", 15, "0"),
         ("DenseBlockParameter", "workspace_MB", 20, "8"),
         ("DenseBlockParameter", "dropout_amount", 17, "0"),
+        ("InterpParameter", "height", 1, "0"),
+        ("InterpParameter", "zoom_factor", 3, "1"),
+        ("InterpParameter", "shrink_factor", 4, "1"),
+        ("InterpParameter", "pad_end", 6, "0"),
+        ("SpatialTransformerParameter", "transform_type", 1, "affine"),
+        ("SpatialTransformerParameter", "output_H", 3, None),
+        ("SpatialTransformerParameter", "to_compute_dU", 5, "true"),
+        ("SpatialTransformerParameter", "theta_2_3", 11, None),
+        ("RepeatParameter", "num_repeats", 1, None),
+        ("RepeatParameter", "axis", 2, "1"),
+        ("PSROIPoolingParameter", "spatial_scale", 1, None),
+        ("PSROIPoolingParameter", "group_size", 3, None),
     ],
 )
 def test_fork_message_field(message, name, number, default):
@@ -318,6 +339,10 @@ def test_fork_layer_fields_use_their_messages():
         "permute_param": "PermuteParameter",
         "continuation_indicator_param": "ContinuationIndicatorParameter",
         "denseblock_param": "DenseBlockParameter",
+        "interp_param": "InterpParameter",
+        "st_param": "SpatialTransformerParameter",
+        "repeat_param": "RepeatParameter",
+        "psroi_pooling_param": "PSROIPoolingParameter",
     }
     for name, message in expected.items():
         assert field("LayerParameter", name).type_name == f".caffe.{message}", name
