@@ -36,7 +36,7 @@ from caffe_lstm.frontend.loader import layer_types, load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
-from caffe_lstm.ops import get_op, recurrent_spec
+from caffe_lstm.ops import get_op, has_facet, recurrent_spec
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
 
@@ -640,7 +640,7 @@ def _rewrite(graph: Graph, unroll: bool = False) -> Graph:
 
 def _has_onnx_form(node: Node) -> bool:
     """Whether the exporter takes ``node`` whole (an LSTM's ONNX LSTM operator)."""
-    return get_op(node.op).onnx is not None
+    return has_facet(get_op(node.op), "onnx")
 
 
 def _check_lstm_op(lstm_op: str) -> None:

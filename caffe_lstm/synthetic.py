@@ -22,7 +22,7 @@ def synthetic_weights(graph: Graph, seed: int, scale: float = 0.5) -> list[
 
 def _blobs(node: Node, rng: np.random.Generator, scale: float) -> list[np.ndarray]:
     """The op's own synthetic blobs where it has a rule, else uniform noise."""
-    rule = get_op(node.op).synthetic
-    if rule is not None:
-        return [np.asarray(b, np.float32) for b in rule(node, rng, scale)]
+    blobs = get_op(node.op).synthetic(node, rng, scale)
+    if blobs is not None:
+        return [np.asarray(b, np.float32) for b in blobs]
     return [rng.uniform(-scale, scale, size=v.shape).astype(np.float32) for v in node.weights]

@@ -28,7 +28,7 @@ def run_onnx_facet(op_type: str, attrs: dict[str, Any], inputs: Sequence[np.ndar
     node = make_node(op_type, attrs, [np.shape(x) for x in inputs], n_tops)
     node.weights = [Value(f"w{i}", np.shape(w), np.asarray(w, np.float32), is_weight=True)
                     for i, w in enumerate(weights)]
-    for value, shape in zip(node.outputs, op.infer(node, *[v.shape for v in node.inputs])):
+    for value, shape in zip(node.outputs, op.infer(None, node, *[v.shape for v in node.inputs])):
         value.shape = tuple(shape)
     ctx = OnnxContext(onnx, opset)
     ctx.node = node

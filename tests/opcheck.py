@@ -24,11 +24,11 @@ def run_op(op_type: str, attrs: dict[str, Any], inputs: Sequence[np.ndarray],
     """Infers shapes and blob shapes, checks them against the arrays, and runs ``numpy``."""
     op = get_op(op_type)
     node = make_node(op_type, attrs, [np.shape(x) for x in inputs], n_tops)
-    out_shapes = op.infer(node, *[v.shape for v in node.inputs])
-    blob_shapes = [shape for _, shape in op.blobs(node, *[v.shape for v in node.inputs])]
+    out_shapes = op.infer(None, node, *[v.shape for v in node.inputs])
+    blob_shapes = [shape for _, shape in op.blobs(None, node, *[v.shape for v in node.inputs])]
     weight_shapes = [np.shape(w) for w in weights]
     assert blob_shapes == weight_shapes, (blob_shapes, weight_shapes)
     arrays = [np.asarray(a, np.float32) for a in [*inputs, *weights]]
-    results = op.numpy(node, *arrays)
+    results = op.numpy(None, node, *arrays)
     assert [tuple(s) for s in out_shapes] == [np.shape(r) for r in results]
     return tuple(results)

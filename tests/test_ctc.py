@@ -91,7 +91,7 @@ def test_onnx_facet_reads_a_varying_sequence_length_at_run_time():
 def test_decoder_refuses(shapes, message):
     node = make_node("CTCGreedyDecoder", _attrs(), shapes)
     with pytest.raises(ShapeError, match=message):
-        get_op("CTCGreedyDecoder").infer(node, *shapes)
+        get_op("CTCGreedyDecoder").infer(None, node, *shapes)
 
 
 # ---- TensorRT ---------------------------------------------------------------------------------

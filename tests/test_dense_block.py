@@ -84,7 +84,7 @@ def test_blob_layout_is_the_forks():
     # n = 2, G = 3, C_0 = 4, use_BC: filters (G, 4G, 3, 3), then γ, β, μ, σ² of C_i = 4, 7,
     # then the 1×1 filters (4G, C_i, 1, 1), γ', β', μ', σ'² of 4G, then the factor
     node = make_node("DenseBlock", _attrs(2, 3, True), [(1, 4, 5, 5)])
-    blobs = get_op("DenseBlock").blobs(node, (1, 4, 5, 5))
+    blobs = get_op("DenseBlock").blobs(None, node, (1, 4, 5, 5))
     quad = (1, 12, 1, 1)
     assert blobs == (
         ("filter_0", (3, 12, 3, 3)), ("filter_1", (3, 12, 3, 3)),
@@ -96,7 +96,7 @@ def test_blob_layout_is_the_forks():
         ("bc_scaler_0", quad), ("bc_scaler_1", quad), ("bc_bias_0", quad), ("bc_bias_1", quad),
         ("bc_mean_0", quad), ("bc_mean_1", quad), ("bc_variance_0", quad),
         ("bc_variance_1", quad), ("factor", (1,)))
-    plain = get_op("DenseBlock").blobs(make_node("DenseBlock", _attrs(2, 3), [(1, 4, 5, 5)]),
+    plain = get_op("DenseBlock").blobs(None, make_node("DenseBlock", _attrs(2, 3), [(1, 4, 5, 5)]),
                                        (1, 4, 5, 5))
     assert [name for name, _ in plain][:2] == ["filter_0", "filter_1"]
     assert plain[1][1] == (3, 7, 3, 3) and len(plain) == 5 * 2 + 1
@@ -108,13 +108,13 @@ def test_blob_layout_is_the_forks():
 ])
 def test_bad_blocks_are_refused(attrs, shape, message):
     with pytest.raises(ShapeError, match=message):
-        get_op("DenseBlock").infer(make_node("DenseBlock", attrs, [shape]), shape)
+        get_op("DenseBlock").infer(None, make_node("DenseBlock", attrs, [shape]), shape)
 
 
 def test_conv_attrs_are_what_parse_conv_param_makes():
     written = caffe_pb2.ConvolutionParameter(num_output=8, bias_term=False, kernel_size=[3],
                                              pad=[1], stride=[1], dilation=[1])
-    assert _conv_attrs(8, 3) == parse_conv_param(to_params(written))
+    assert _conv_attrs(8, 3) == parse_conv_param(None, to_params(written))
 
 
 # ---- the expansion against the block written out as primitive layers ------------------------

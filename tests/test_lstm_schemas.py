@@ -26,19 +26,19 @@ def _params(**fields) -> Params:
 
 
 def test_junhyukoh_schema_by_num_output():
-    attrs = get_op("Lstm").parse(_params(num_output=8, batch_size=2, clipping_threshold=5.0))
+    attrs = get_op("Lstm").parse(None, _params(num_output=8, batch_size=2, clipping_threshold=5.0))
     assert attrs == {"num_output": 8, "batch_size": 2}
 
 
 def test_hidden_size_schema_by_hidden_size():
-    attrs = get_op("Lstm").parse(_params(hidden_size=8, sequence_len=4, vocabulary_size=100))
+    attrs = get_op("Lstm").parse(None, _params(hidden_size=8, sequence_len=4, vocabulary_size=100))
     assert attrs == {"hidden_size": 8, "sequence_len": 4}
 
 
 @pytest.mark.parametrize("fields", [{}, {"clipping_threshold": 5.0}])
 def test_neither_schema_is_refused_naming_the_forks(fields):
     with pytest.raises(UnsupportedLayerError) as error:
-        get_op("Lstm").parse(_params(**fields))
+        get_op("Lstm").parse(None, _params(**fields))
     message = str(error.value)
     assert "junhyukoh/caffe-lstm" in message and "fanchenyou/deepdiary" in message
     assert "recurrent_param" in message and "\n" not in message
@@ -91,7 +91,7 @@ def test_hidden_size_lstm_matches_torch_and_junhyukohs(trailing):
 def test_hidden_size_lstm_refuses_bad_bottoms(shapes, message):
     node = make_node("Lstm", {"hidden_size": 4, "sequence_len": 4}, shapes)
     with pytest.raises(ShapeError, match=message):
-        get_op("Lstm").infer(node, *shapes)
+        get_op("Lstm").infer(None, node, *shapes)
 
 
 def test_hidden_size_lstm_expands_like_its_equations():

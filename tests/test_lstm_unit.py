@@ -58,7 +58,7 @@ def test_lstm_unit_non_binary_cont_scales_the_forget_gate_only():
 def test_lstm_unit_refuses_bad_bottoms(shapes, message):
     node = make_node("LSTMUnit", {}, shapes, n_tops=2)
     with pytest.raises(ShapeError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        get_op("LSTMUnit").infer(node, *shapes)
+        get_op("LSTMUnit").infer(None, node, *shapes)
 
 
 def test_lstm_unit_onnx_facet_matches_numpy():

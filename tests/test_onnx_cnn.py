@@ -46,7 +46,7 @@ def export_node(op_type: str, attrs: dict, ir_shapes: Sequence[tuple[int, ...]],
     op = get_op(op_type)
     node = make_node(op_type, attrs, ir_shapes, n_tops)
     node.weights = [Value(f"{node.name}/w{i}", w.shape, w, True) for i, w in enumerate(weights)]
-    out_shapes = op.infer(node, *ir_shapes)
+    out_shapes = op.infer(None, node, *ir_shapes)
     for value, shape in zip(node.outputs, out_shapes):
         value.shape = tuple(shape)
     ctx = OnnxContext(onnx, opset)
@@ -92,7 +92,7 @@ def check(op_type: str, attrs: dict, inputs: Sequence[np.ndarray],
     # the numpy facet on the fed arrays (their own shapes)
     fed = make_node(op_type, attrs, [x.shape for x in feed], n_tops)
     fed.weights = node.weights
-    want = get_op(op_type).numpy(fed, *feed, *weights)
+    want = get_op(op_type).numpy(None, fed, *feed, *weights)
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.shape == w.shape

@@ -17,7 +17,7 @@ from tests.opcheck import make_node, run_op
 
 def parse(op_type, message_name, **fields):
     caffe_pb2 = pytest.importorskip("caffe_lstm.proto.caffe_pb2")
-    return get_op(op_type).parse(to_params(getattr(caffe_pb2, message_name)(**fields)))
+    return get_op(op_type).parse(None, to_params(getattr(caffe_pb2, message_name)(**fields)))
 
 
 def rand(*shape, seed=0, scale=3.0):
@@ -118,7 +118,7 @@ def test_softmax_matches_torch_and_sums_to_one(axis):
 def test_softmax_rejects_axis_out_of_range():
     node = make_node("Softmax", {"axis": 3}, [(2, 3, 4)])
     with pytest.raises(ShapeError) as info:
-        get_op("Softmax").infer(node, (2, 3, 4))
+        get_op("Softmax").infer(None, node, (2, 3, 4))
     assert "layer 'layer' (Softmax)" in str(info.value)
     assert "axis 3 is out of range for a 3-axis bottom" in str(info.value)
 
@@ -133,7 +133,7 @@ def test_softmax_parse_default_axis():
     ("Dropout", {"dropout_ratio": 0.5}), ("Softmax", {"axis": -2})])
 def test_activations_keep_shape_and_float32(op_type, attrs):
     node = make_node(op_type, attrs, [(2, 1, 3, 4)])
-    assert get_op(op_type).infer(node, (2, 1, 3, 4)) == ((2, 1, 3, 4),)
-    assert get_op(op_type).blobs(node, (2, 1, 3, 4)) == ()
+    assert get_op(op_type).infer(None, node, (2, 1, 3, 4)) == ((2, 1, 3, 4),)
+    assert get_op(op_type).blobs(None, node, (2, 1, 3, 4)) == ()
     (y,) = run_op(op_type, attrs, [rand(2, 1, 3, 4)])
     assert y.dtype == np.float32

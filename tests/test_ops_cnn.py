@@ -29,7 +29,7 @@ def t(x: np.ndarray) -> torch.Tensor:
 
 def infer(op_type: str, attrs: dict, *shapes, n_tops: int = 1):
     node = make_node(op_type, attrs, shapes, n_tops)
-    return get_op(op_type).infer(node, *shapes)
+    return get_op(op_type).infer(None, node, *shapes)
 
 
 # ---- Convolution, Deconvolution, Im2col --------------------------------------------------------
@@ -93,7 +93,7 @@ def test_deconvolution_groups_stride_pad_dilation():
 def test_deconvolution_blob_is_input_channels_first():
     attrs = conv_attrs(num_output=6, group=2, kernel_size=[4], stride=[2], pad=[1])
     node = make_node("Deconvolution", attrs, [(1, 4, 5, 5)])
-    assert get_op("Deconvolution").blobs(node, (1, 4, 5, 5)) == (
+    assert get_op("Deconvolution").blobs(None, node, (1, 4, 5, 5)) == (
         ("weight", (4, 3, 4, 4)), ("bias", (6,)))
     assert infer("Deconvolution", attrs, (1, 4, 5, 5)) == ((1, 6, 10, 10),)   # 2·4 + 4 − 2
 

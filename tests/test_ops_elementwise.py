@@ -19,14 +19,14 @@ def infer_error(op_type, attrs, shapes) -> str:
     """The message of the ShapeError that ``infer`` raises; it must name the layer."""
     node = make_node(op_type, attrs, shapes)
     with pytest.raises(ShapeError) as info:
-        get_op(op_type).infer(node, *shapes)
+        get_op(op_type).infer(None, node, *shapes)
     assert f"layer 'layer' ({op_type})" in str(info.value)
     return str(info.value)
 
 
 def parse(op_type, message_name, **fields):
     caffe_pb2 = pytest.importorskip("caffe_lstm.proto.caffe_pb2")
-    return get_op(op_type).parse(to_params(getattr(caffe_pb2, message_name)(**fields)))
+    return get_op(op_type).parse(None, to_params(getattr(caffe_pb2, message_name)(**fields)))
 
 
 def rand(*shape, seed=0):
@@ -113,7 +113,7 @@ def test_scale_two_bottoms_axis0_scales_rows_like_lstm_h_conted():
 def test_scale_one_bottom_learned_scale_and_bias():
     x = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
     node = make_node("Scale", {**SCALE, "bias_term": True}, [x.shape])
-    assert get_op("Scale").blobs(node, x.shape) == (("scale", (3,)), ("bias", (3,)))
+    assert get_op("Scale").blobs(None, node, x.shape) == (("scale", (3,)), ("bias", (3,)))
     (y,) = run_op("Scale", {**SCALE, "bias_term": True}, [x], [[1.0, 0.0, -1.0], [0.5, 1.0, 2.0]])
     # y[o, d, i] = x[o, d, i]·s[d] + b[d]
     np.testing.assert_array_equal(y, [[[0.5, 1.5], [1.0, 1.0], [-2.0, -3.0]],
@@ -123,7 +123,7 @@ def test_scale_one_bottom_learned_scale_and_bias():
 @pytest.mark.parametrize("num_axes, blob_shape", [(-1, (3, 4)), (0, ()), (2, (3, 4)), (1, (3,))])
 def test_scale_one_bottom_blob_shape_follows_num_axes(num_axes, blob_shape):
     node = make_node("Scale", {**SCALE, "num_axes": num_axes}, [(2, 3, 4)])
-    assert get_op("Scale").blobs(node, (2, 3, 4)) == (("scale", blob_shape),)
+    assert get_op("Scale").blobs(None, node, (2, 3, 4)) == (("scale", blob_shape),)
 
 
 def test_scale_scalar_operand_ignores_axis():
@@ -136,7 +136,7 @@ def test_scale_scalar_operand_ignores_axis():
 def test_scale_two_bottoms_with_bias_term_learns_only_bias():
     x, s = [[1.0, 2.0], [3.0, 4.0]], [10.0, -1.0]
     node = make_node("Scale", {**SCALE, "axis": 0, "bias_term": True}, [(2, 2), (2,)])
-    assert get_op("Scale").blobs(node, (2, 2), (2,)) == (("bias", (2,)),)
+    assert get_op("Scale").blobs(None, node, (2, 2), (2,)) == (("bias", (2,)),)
     (y,) = run_op("Scale", {**SCALE, "axis": 0, "bias_term": True}, [x, s], [[0.5, 100.0]])
     np.testing.assert_array_equal(y, [[10.5, 20.5], [97.0, 96.0]])
 
@@ -175,7 +175,7 @@ def test_scale_parse():
 def test_bias_one_bottom_adds_learned_blob_per_channel():
     x = [[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]]
     node = make_node("Bias", BIAS, [(1, 3, 2)])
-    assert get_op("Bias").blobs(node, (1, 3, 2)) == (("bias", (3,)),)
+    assert get_op("Bias").blobs(None, node, (1, 3, 2)) == (("bias", (3,)),)
     (y,) = run_op("Bias", BIAS, [x], [[10.0, 0.0, -1.0]])
     np.testing.assert_array_equal(y, [[[11.0, 12.0], [3.0, 4.0], [4.0, 5.0]]])
 
@@ -183,7 +183,7 @@ def test_bias_one_bottom_adds_learned_blob_per_channel():
 def test_bias_two_bottoms_has_no_blobs_and_matches_torch():
     x, b = rand(2, 3, 4), rand(3, 4, seed=1)
     node = make_node("Bias", BIAS, [(2, 3, 4), (3, 4)])
-    assert get_op("Bias").blobs(node, (2, 3, 4), (3, 4)) == ()
+    assert get_op("Bias").blobs(None, node, (2, 3, 4), (3, 4)) == ()
     (y,) = run_op("Bias", BIAS, [x, b])
     np.testing.assert_allclose(y, (torch.from_numpy(x) + torch.from_numpy(b)).numpy())
 

@@ -317,18 +317,19 @@ def test_fork_lstm_time_major_layout_with_clip():
 
 def test_parse_reads_recurrent_and_lstm_params():
     p = to_params(caffe_pb2.RecurrentParameter(num_output=4, expose_hidden=True))
-    assert get_op("LSTM").parse(p) == {"num_output": 4, "expose_hidden": True, "extensions": {}}
-    assert get_op("RNN").parse(p) == {"num_output": 4, "expose_hidden": True, "extensions": {}}
+    expected = {"num_output": 4, "expose_hidden": True, "extensions": {}}
+    assert get_op("LSTM").parse(None, p) == expected
+    assert get_op("RNN").parse(None, p) == expected
     # extension fields are kept by presence, even at their default value
     p = to_params(caffe_pb2.RecurrentParameter(num_output=4, peephole=False, num_proj=2))
-    assert get_op("LSTM").parse(p)["extensions"] == {"peephole": False, "num_proj": 2}
+    assert get_op("LSTM").parse(None, p)["extensions"] == {"peephole": False, "num_proj": 2}
     fork = to_params(caffe_pb2.LSTMParameter(num_output=3, clipping_threshold=0.1, batch_size=2))
-    assert get_op("Lstm").parse(fork) == {"num_output": 3, "batch_size": 2}
+    assert get_op("Lstm").parse(None, fork) == {"num_output": 3, "batch_size": 2}
 
 
 def test_blob_names_follow_caffe_order():
     def names(op_type, attrs, shapes):
-        return [name for name, _ in get_op(op_type).blobs(make_node(op_type, attrs, shapes),
+        return [name for name, _ in get_op(op_type).blobs(None, make_node(op_type, attrs, shapes),
                                                           *shapes)]
     assert names("LSTM", _lstm_attrs(2), [(3, 1, 4), (3, 1), (1, 5)]) == [
         "W_xc", "b_c", "W_xc_static", "W_hc"]
@@ -343,7 +344,7 @@ def test_blob_names_follow_caffe_order():
 def _infer_error(op_type, attrs, shapes, n_tops=1, error=ShapeError) -> str:
     node = make_node(op_type, attrs, shapes, n_tops, name="rec1")
     with pytest.raises(error) as info:
-        get_op(op_type).infer(node, *shapes)
+        get_op(op_type).infer(None, node, *shapes)
     message = str(info.value)
     assert "\n" not in message and f"layer 'rec1' ({op_type})" in message
     return message
@@ -394,6 +395,6 @@ def test_shape_errors_name_the_layer(op_type, attrs, shapes, n_tops, expected):
 ])
 def test_rnn_rejects_every_extension_field(field, value, shown):
     p = to_params(caffe_pb2.RecurrentParameter(num_output=2, **{field: value}))
-    attrs = get_op("RNN").parse(p)
+    attrs = get_op("RNN").parse(None, p)
     message = _infer_error("RNN", attrs, [(5, 3, 4), (5, 3)])
     assert shown in message and "RNN has no cell variants" in message

@@ -20,7 +20,7 @@ def infer_error(op_type, attrs, shapes, n_tops=1) -> str:
     """The message of the ShapeError that ``infer`` raises; it must name the layer."""
     node = make_node(op_type, attrs, shapes, n_tops)
     with pytest.raises(ShapeError) as info:
-        get_op(op_type).infer(node, *shapes)
+        get_op(op_type).infer(None, node, *shapes)
     assert f"layer 'layer' ({op_type})" in str(info.value)
     return str(info.value)
 
@@ -90,12 +90,13 @@ def test_slice_rejects_uneven_split_and_axis_problems():
 
 def test_slice_parse_keeps_axis_or_legacy_slice_dim():
     slice_op = get_op("Slice")
-    assert slice_op.parse(message("SliceParameter")) == {"axis": 1, "slice_point": []}
-    assert slice_op.parse(message("SliceParameter", "axis: 0 slice_point: 2 slice_point: 5")) == {
+    assert slice_op.parse(None, message("SliceParameter")) == {"axis": 1, "slice_point": []}
+    assert slice_op.parse(
+        None, message("SliceParameter", "axis: 0 slice_point: 2 slice_point: 5")) == {
         "axis": 0, "slice_point": [2, 5]}
-    assert slice_op.parse(message("SliceParameter", "slice_dim: 0")) == {
+    assert slice_op.parse(None, message("SliceParameter", "slice_dim: 0")) == {
         "slice_dim": 0, "slice_point": []}
-    both = slice_op.parse(message("SliceParameter", "slice_dim: 0 axis: 1"))
+    both = slice_op.parse(None, message("SliceParameter", "slice_dim: 0 axis: 1"))
     assert "both axis" in infer_error("Slice", both, [(2, 4)], 2)
 
 
@@ -132,9 +133,9 @@ def test_concat_rejects_mismatches():
 
 def test_concat_parse():
     concat = get_op("Concat")
-    assert concat.parse(message("ConcatParameter", "axis: 2")) == {"axis": 2}
-    assert concat.parse(message("ConcatParameter", "concat_dim: 0")) == {"concat_dim": 0}
-    assert concat.parse(message("ConcatParameter")) == {"axis": 1}
+    assert concat.parse(None, message("ConcatParameter", "axis: 2")) == {"axis": 2}
+    assert concat.parse(None, message("ConcatParameter", "concat_dim: 0")) == {"concat_dim": 0}
+    assert concat.parse(None, message("ConcatParameter")) == {"axis": 1}
 
 
 def test_split_copies_the_bottom_to_every_top():
@@ -145,8 +146,8 @@ def test_split_copies_the_bottom_to_every_top():
 
 def test_silence_has_no_tops():
     node = make_node("Silence", {}, [(2, 3), (4,)], n_tops=0)
-    assert get_op("Silence").infer(node, (2, 3), (4,)) == ()
-    assert get_op("Silence").numpy(node, arange(2, 3), arange(4)) == ()
+    assert get_op("Silence").infer(None, node, (2, 3), (4,)) == ()
+    assert get_op("Silence").numpy(None, node, arange(2, 3), arange(4)) == ()
     assert "at least 1 bottom" in infer_error("Silence", {}, [], n_tops=0)
 
 
@@ -200,9 +201,10 @@ def test_reshape_rejects(attrs, shape, expected):
 
 def test_reshape_parse_ctpn_params():
     attrs = get_op("Reshape").parse(
+        None,
         message("ReshapeParameter", "shape { dim: -1 } axis: 1 num_axes: 2"))
     assert attrs == {"shape": [-1], "axis": 1, "num_axes": 2}
-    assert get_op("Reshape").parse(message("ReshapeParameter")) == {
+    assert get_op("Reshape").parse(None, message("ReshapeParameter")) == {
         "shape": [], "axis": 0, "num_axes": -1}
 
 
@@ -222,7 +224,7 @@ def test_flatten_rejects_bad_axes_and_parses_defaults():
         "Flatten", {"axis": 2, "end_axis": 0}, [(2, 3, 4)])
     assert "end_axis 3 is out of range" in infer_error(
         "Flatten", {"axis": 1, "end_axis": 3}, [(2, 3, 4)])
-    assert get_op("Flatten").parse(message("FlattenParameter")) == FLATTEN
+    assert get_op("Flatten").parse(None, message("FlattenParameter")) == FLATTEN
 
 
 # ---- Tile ------------------------------------------------------------------------------------
@@ -254,8 +256,8 @@ def test_tile_rejects_missing_or_non_positive_tiles():
 
 def test_tile_parse_uses_presence_of_tiles():
     tile = get_op("Tile")
-    assert tile.parse(message("TileParameter")) == {"axis": 1, "tiles": None}
-    assert tile.parse(message("TileParameter", "tiles: 4 axis: 0")) == {"axis": 0, "tiles": 4}
+    assert tile.parse(None, message("TileParameter")) == {"axis": 1, "tiles": None}
+    assert tile.parse(None, message("TileParameter", "tiles: 4 axis: 0")) == {"axis": 0, "tiles": 4}
 
 
 # ---- Reduction -------------------------------------------------------------------------------
@@ -295,5 +297,6 @@ def test_reduction_rejects_unknown_operation_and_bad_axis_and_parses():
     assert "axis 2 is out of range" in infer_error(
         "Reduction", {"operation": "SUM", "axis": 2, "coeff": 1.0}, [(2, 3)])
     attrs = get_op("Reduction").parse(
+        None,
         message("ReductionParameter", "operation: MEAN axis: 1 coeff: 0.5"))
     assert attrs == {"operation": "MEAN", "axis": 1, "coeff": 0.5}

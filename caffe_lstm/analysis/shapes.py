@@ -89,14 +89,13 @@ def _check_input_shape(value: Value) -> None:
 
 def _infer_node(node: Node, walker: ShapeInference) -> None:
     op = get_op(node.op)
-    context = {"ctx": walker} if op.needs_context else {}
     shapes = [value.shape for value in node.inputs]
     if any(shape is None for shape in shapes):
         missing = [v.name for v in node.inputs if v.shape is None]
         raise ShapeError(f"bottom {missing[0]} has no known shape", node.label, "")
     try:
-        out_shapes = op.infer(node, *shapes, **context)
-        expected = op.blobs(node, *shapes)
+        out_shapes = op.infer(walker, node, *shapes)
+        expected = op.blobs(walker, node, *shapes)
     except CaffeLstmError:
         raise
     except Exception as exc:

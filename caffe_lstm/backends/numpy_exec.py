@@ -67,7 +67,7 @@ class NumpyExecutor:
         args = [env[id(v)] for v in node.inputs] + [_weight(node, w) for w in node.weights]
         try:
             op = get_op(node.op)
-            results = op.numpy(node, *args, **({"ctx": self} if op.needs_context else {}))
+            results = op.numpy(self, node, *args)
         except CaffeLstmError as exc:
             raise ExecutionError(f"while executing {node.name} ({node.op}): {exc.what}",
                                  exc.where, exc.hint) from exc

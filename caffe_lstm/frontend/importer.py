@@ -180,11 +180,10 @@ class _Wiring:
 def _parse_attrs(node: Node, layer, file: str) -> dict:
     op = get_op(node.op)
     if not op.param:
-        return op.parse(None)
+        return op.parse(None, None)
     message = getattr(layer, op.param)
-    context = {"ctx": _SubgraphImport(node, message, file)} if op.needs_context else {}
     try:
-        return op.parse(to_params(message), **context)
+        return op.parse(_SubgraphImport(node, message, file), to_params(message))
     except CaffeLstmError as exc:
         exc.where = exc.where or node.label
         raise type(exc)(exc.what, exc.where, exc.hint) from None

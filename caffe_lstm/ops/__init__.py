@@ -1,7 +1,9 @@
 """Every op family, imported explicitly so that registration is greppable."""
 
-from caffe_lstm.ops.registry import (Op, RecurrentSpec, check_facet, get_op, recurrent_spec,
-                                     recurrent_types, register_op, registered_types)
+from caffe_lstm.ops.registry import (FACETS, MissingFacetError, Op, RecurrentSpec, check_facet,
+                                     claimed_facets, get_op, has_facet, missing_facets,
+                                     recurrent_spec, recurrent_types, register_op,
+                                     registered_types)
 
 # Each import registers the op classes of one family.
 from caffe_lstm.ops import linear  # noqa: F401  InnerProduct, Embed
@@ -26,5 +28,6 @@ from caffe_lstm.ops import resample  # noqa: F401
 from caffe_lstm.ops import roi  # noqa: F401  PSROIPooling (R-FCN)
 from caffe_lstm.ops import repeat  # noqa: F401  Repeat (christopher5106/last_caffe_with_stn)
 
-__all__ = ["Op", "RecurrentSpec", "check_facet", "get_op", "recurrent_spec", "recurrent_types",
+__all__ = ["FACETS", "MissingFacetError", "Op", "RecurrentSpec", "check_facet", "claimed_facets",
+           "get_op", "has_facet", "missing_facets", "recurrent_spec", "recurrent_types",
            "register_op", "registered_types"]

@@ -13,7 +13,7 @@ class _SameShape(Op):
     """Base of the layers whose top has the bottom's shape (not registered itself)."""
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         return (x,)
 
 
@@ -25,7 +25,7 @@ class Sigmoid(_SameShape):
     param = "sigmoid_param"
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         # σ(x) = 0.5·tanh(0.5·x) + 0.5, as Caffe's CPU code computes it: exp cannot overflow.
         return (np.float32(0.5) * np.tanh(np.float32(0.5) * x) + np.float32(0.5),)
 
@@ -47,7 +47,7 @@ class TanH(_SameShape):
     param = "tanh_param"
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         return (np.tanh(x),)
 
     @staticmethod
@@ -67,7 +67,7 @@ class ReLU(_SameShape):
     param = "relu_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return ReLU.make_attrs(p.negative_slope)
 
     @staticmethod
@@ -76,7 +76,7 @@ class ReLU(_SameShape):
         return {"negative_slope": negative_slope}
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         # one pass for the plain ReLU: the conv front ends' tops are hundreds of MiB, and each
         # temporary costs its page faults
         y = np.maximum(x, np.float32(0))
@@ -113,11 +113,11 @@ class Dropout(_SameShape):
     param = "dropout_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"dropout_ratio": p.dropout_ratio}
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         return (x,)
 
     @staticmethod
@@ -137,16 +137,16 @@ class Softmax(_SameShape):
     param = "softmax_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"axis": p.axis}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         canonical_axis(node, node.attrs["axis"], len(x))
         return (x,)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         axis = canonical_axis(node, node.attrs["axis"], x.ndim)
         # Subtracting the max changes nothing mathematically and keeps exp from overflowing.
         e = np.exp(x - x.max(axis=axis, keepdims=True))
@@ -188,11 +188,11 @@ class ELU(_SameShape):
     param = "elu_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"alpha": p.alpha}
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         alpha = np.float32(node.attrs["alpha"])
         return (np.maximum(x, 0) + alpha * np.expm1(np.minimum(x, 0)),)
 
@@ -214,7 +214,7 @@ class AbsVal(_SameShape):
     type = "AbsVal"
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         return (np.abs(x),)
 
     @staticmethod
@@ -233,7 +233,7 @@ class BNLL(_SameShape):
     type = "BNLL"
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         # bnll_layer.cpp's form, which cannot overflow: x + log(1 + e^−x) for x > 0
         return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))),)
 
@@ -261,12 +261,12 @@ def _log_base(node: Node) -> float:
     return float(np.log(np.float32(base)))
 
 
-def _parse_base_scale_shift(p) -> dict:
+def _parse_base_scale_shift(ctx, p) -> dict:
     """exp_param and log_param: base (−1 = e), scale, shift."""
     return {"base": p.base, "scale": p.scale, "shift": p.shift}
 
 
-def _infer_base_scale_shift(node: Node, x: Shape) -> tuple[Shape, ...]:
+def _infer_base_scale_shift(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
     _log_base(node)  # rejects a base that is neither −1 nor > 0
     return (x,)
 
@@ -286,7 +286,7 @@ class Exp(_SameShape):
     infer = staticmethod(_infer_base_scale_shift)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         inner, outer = _exp_factors(node)
         return (np.float32(outer) * np.exp(np.float32(inner) * x),)
 
@@ -331,7 +331,7 @@ class Log(_SameShape):
     infer = staticmethod(_infer_base_scale_shift)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         scale, shift = np.float32(node.attrs["scale"]), np.float32(node.attrs["shift"])
         # log_base(v) = ln(v) / ln(base)
         return (np.log(shift + scale * x) * np.float32(1 / _log_base(node)),)
@@ -371,7 +371,7 @@ class Clip(_SameShape):
     param = "clip_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return Clip.make_attrs(p.min if p.has("min") else None, p.max if p.has("max") else None)
 
     @staticmethod
@@ -381,7 +381,7 @@ class Clip(_SameShape):
                 "max": None if high is None else float(high)}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         low, high = node.attrs["min"], node.attrs["max"]
         if low is None or high is None:
             raise shape_error(node, f"clip_param needs min and max, found min {low}, max {high}",
@@ -389,7 +389,7 @@ class Clip(_SameShape):
         return (x,)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         low, high = np.float32(node.attrs["min"]), np.float32(node.attrs["max"])
         return (np.maximum(low, np.minimum(x, high)),)
 

@@ -43,7 +43,7 @@ class ConvGeometry:
                      for n, p, e, s in zip(spatial, self.pad, self.extent, self.stride))
 
 
-def parse_conv_param(p) -> dict:
+def parse_conv_param(ctx, p) -> dict:
     """What convolution_param writes, unresolved: the spatial rank is only known in infer.
 
     A ``*_h``/``*_w`` field is None when not written (Caffe tests their presence).
@@ -130,20 +130,20 @@ class Convolution(Op):
     parse = staticmethod(parse_conv_param)
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         g = conv_geometry(node, x)
         _check_channels(node, x[g.axis])
         dims = _checked_dims(node, g.conv_dims(x[g.axis + 1:]), x)
         return (x[:g.axis] + (node.attrs["num_output"],) + dims,)
 
     @staticmethod
-    def blobs(node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
         g = conv_geometry(node, x)
         weight = (node.attrs["num_output"], x[g.axis] // node.attrs["group"]) + g.kernel
         return _conv_weight_blobs(node, weight)
 
     @staticmethod
-    def numpy(node: Node, x, w, b=None):
+    def numpy(ctx, node: Node, x, w, b=None):
         g = conv_geometry(node, x.shape)
         batched = _batched(x, g.axis)
         y = _convolve(batched, w, g, node.attrs["group"])
@@ -188,20 +188,20 @@ class Deconvolution(Op):
     parse = staticmethod(parse_conv_param)
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         g = conv_geometry(node, x)
         _check_channels(node, x[g.axis])
         dims = _checked_dims(node, g.deconv_dims(x[g.axis + 1:]), x)
         return (x[:g.axis] + (node.attrs["num_output"],) + dims,)
 
     @staticmethod
-    def blobs(node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
         g = conv_geometry(node, x)
         weight = (x[g.axis], node.attrs["num_output"] // node.attrs["group"]) + g.kernel
         return _conv_weight_blobs(node, weight)
 
     @staticmethod
-    def numpy(node: Node, x, w, b=None):
+    def numpy(ctx, node: Node, x, w, b=None):
         g = conv_geometry(node, x.shape)
         y = _deconvolve(_batched(x, g.axis), w, g, node.attrs["group"])
         if b is not None:
@@ -249,13 +249,13 @@ class Im2col(Op):
     parse = staticmethod(parse_conv_param)
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         g = conv_geometry(node, x)
         dims = _checked_dims(node, g.conv_dims(x[g.axis + 1:]), x)
         return (x[:g.axis] + (x[g.axis] * count(g.kernel),) + dims,)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         g = conv_geometry(node, x.shape)
         batched = _batched(x, g.axis)
         # (B, C, *kernel, *out) with the taps in row-major kernel order, then C and K merged

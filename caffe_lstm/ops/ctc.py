@@ -51,15 +51,16 @@ class CTCGreedyDecoder(Op):
     """
 
     type = "CTCGreedyDecoder"
+    origin = "caffe_ocr, senlinuc/caffe_ocr@81642f6"
     param = "ctc_decoder_param"
     n_bottoms = (1, 2)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"blank_index": p.blank_index, "ctc_merge_repeated": p.ctc_merge_repeated}
 
     @staticmethod
-    def infer(node: Node, x: Shape, labels: Shape | None = None) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape, labels: Shape | None = None) -> tuple[Shape, ...]:
         if labels is not None:
             raise shape_error(node, "two bottoms (scores, labels) is the fork's accuracy form, "
                               "which only evaluates training", "decode with one bottom, the "
@@ -71,7 +72,7 @@ class CTCGreedyDecoder(Op):
         return ((batch, steps, 1, 1),)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         steps, batch, classes = x.shape
         blank, merge = _blank(node, classes), node.attrs["ctc_merge_repeated"]
         y = np.full((batch, steps, 1, 1), -1.0, np.float32)

@@ -29,7 +29,7 @@ class DummyData(Op):
     n_tops = (1, None)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         if p.shape:
             shapes = [[int(d) for d in s.dim] for s in p.shape]
         else:
@@ -50,7 +50,7 @@ class DummyData(Op):
                                 for value in node.attrs["values"]]}
 
     @staticmethod
-    def infer(node: Node) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node) -> tuple[Shape, ...]:
         shapes = _per_top(node, node.attrs["shapes"], "shape")
         for shape in shapes:
             if any(d < 0 for d in shape):
@@ -59,14 +59,14 @@ class DummyData(Op):
         return tuple(tuple(s) for s in shapes)
 
     @staticmethod
-    def numpy(node: Node):
+    def numpy(ctx, node: Node):
         shapes = _per_top(node, node.attrs["shapes"], "shape")
         values = _per_top(node, node.attrs["values"] or [0.0], "data_filler")
         return tuple(np.full(s, v, np.float32) for s, v in zip(shapes, values))
 
     @staticmethod
     def tensorrt(ctx, node: Node):
-        arrays = DummyData.numpy(node)  # constants of the static shapes
+        arrays = DummyData.numpy(None, node)  # constants of the static shapes
         if len(arrays) == 1:
             return (ctx.constant(arrays[0], ""),)
         return tuple(ctx.constant(a, str(i)) for i, a in enumerate(arrays))
@@ -74,7 +74,7 @@ class DummyData(Op):
     @staticmethod
     def onnx(ctx, node: Node):
         # initializers of the static shapes; the exporter names each after its top
-        return tuple(ctx.constant(a, str(i)) for i, a in enumerate(DummyData.numpy(node)))
+        return tuple(ctx.constant(a, str(i)) for i, a in enumerate(DummyData.numpy(None, node)))
 
 
 def _per_top(node: Node, items: list, what: str) -> list:

@@ -218,13 +218,14 @@ class DenseBlock(Op):
     """
 
     type = "DenseBlock"
+    origin = "caffe_ocr, senlinuc/caffe_ocr@81642f6"
     param = "denseblock_param"
     tensorrt_missing_reason = "expanded into primitive layers by the rewrite first"
     onnx_missing_reason = "expanded into primitive layers by the rewrite first"
     expand = staticmethod(expand_dense_block)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         # the fork reads these; initChannel is the bottom's channels, the conv geometry is
         # fixed (3×3, pad 1, stride 1) and dropout only trains
         return {"numTransition": p.numTransition, "initChannel": p.initChannel,
@@ -232,12 +233,12 @@ class DenseBlock(Op):
                 "dropout_amount": p.dropout_amount}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         g = _geometry(node, x)
         return ((x[0], g.width(g.transitions), x[2], x[3]),)
 
     @staticmethod
-    def blobs(node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
         g = _geometry(node, x)
         named = tuple((f"{group}_{i}", g.blob_shape(group, i))
                       for group in g.groups for i in range(g.transitions))
@@ -247,7 +248,7 @@ class DenseBlock(Op):
     def synthetic(node: Node, rng, scale: float):
         """Plausible blobs: variances and γ in [0.5, 1.5), He-scaled filters, the factor 1."""
         blobs = []
-        for name, shape in DenseBlock.blobs(node, node.inputs[0].shape)[:-1]:
+        for name, shape in DenseBlock.blobs(None, node, node.inputs[0].shape)[:-1]:
             group = name.rsplit("_", 1)[0]
             if group.endswith(("variance", "scaler")):
                 blobs.append(rng.uniform(0.5, 1.5, shape))
@@ -258,7 +259,7 @@ class DenseBlock(Op):
         return blobs + [np.ones(1)]
 
     @staticmethod
-    def numpy(node: Node, x, *blobs):
+    def numpy(ctx, node: Node, x, *blobs):
         g = _geometry(node, x.shape)
         w = _by_group(g, [np.asarray(blob, np.float64) for blob in blobs])
         return (_forward(g, np.asarray(x, np.float64), w).astype(np.float32),)

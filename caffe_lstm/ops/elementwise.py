@@ -25,7 +25,7 @@ class Eltwise(Op):
     n_bottoms = (2, None)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return Eltwise.make_attrs(p.operation, list(p.coeff))
 
     @staticmethod
@@ -34,7 +34,7 @@ class Eltwise(Op):
         return {"operation": operation, "coeff": list(coeff or [])}
 
     @staticmethod
-    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
         if len(shapes) < 2:
             raise shape_error(node, f"expected at least 2 bottoms, found {len(shapes)}")
         _check_eltwise_params(node, len(shapes))
@@ -46,7 +46,7 @@ class Eltwise(Op):
         return (shapes[0],)
 
     @staticmethod
-    def numpy(node: Node, *bottoms):
+    def numpy(ctx, node: Node, *bottoms):
         operation = node.attrs["operation"]
         if operation == "PROD":
             return (reduce(np.multiply, bottoms),)
@@ -117,7 +117,7 @@ class Scale(Op):
     n_bottoms = (1, 2)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return Scale.make_attrs(axis=p.axis, num_axes=p.num_axes, bias_term=p.bias_term)
 
     @staticmethod
@@ -126,12 +126,12 @@ class Scale(Op):
         return {"axis": axis, "num_axes": num_axes, "bias_term": bias_term}
 
     @staticmethod
-    def infer(node: Node, x: Shape, s: Shape | None = None) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape, s: Shape | None = None) -> tuple[Shape, ...]:
         aligned_axis(node, x, learned_operand_shape(node, x) if s is None else s, "scale")
         return (x,)
 
     @staticmethod
-    def blobs(node: Node, x: Shape, s: Shape | None = None) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, x: Shape, s: Shape | None = None) -> tuple[tuple[str, Shape], ...]:
         bias_term = node.attrs["bias_term"]
         if s is not None:  # two bottoms: only the optional bias is learned
             return (("bias", s),) if bias_term else ()
@@ -139,7 +139,7 @@ class Scale(Op):
         return (("scale", shape), ("bias", shape)) if bias_term else (("scale", shape),)
 
     @staticmethod
-    def numpy(node: Node, x, s, b=None):
+    def numpy(ctx, node: Node, x, s, b=None):
         # Both modes line up the same way: s is bottom 1 (two bottoms) or blob 0 (one bottom),
         # and the bias blob, when bias_term, comes right after it.
         y = x * broadcast_operand(node, x, s)
@@ -181,20 +181,20 @@ class Bias(Op):
     n_bottoms = (1, 2)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"axis": p.axis, "num_axes": p.num_axes}
 
     @staticmethod
-    def infer(node: Node, x: Shape, b: Shape | None = None) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape, b: Shape | None = None) -> tuple[Shape, ...]:
         aligned_axis(node, x, learned_operand_shape(node, x) if b is None else b, "bias")
         return (x,)
 
     @staticmethod
-    def blobs(node: Node, x: Shape, b: Shape | None = None) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, x: Shape, b: Shape | None = None) -> tuple[tuple[str, Shape], ...]:
         return () if b is not None else (("bias", learned_operand_shape(node, x)),)
 
     @staticmethod
-    def numpy(node: Node, x, b):
+    def numpy(ctx, node: Node, x, b):
         return (x + broadcast_operand(node, x, b),)
 
     @staticmethod
@@ -254,15 +254,15 @@ class Power(Op):
     param = "power_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"power": p.power, "scale": p.scale, "shift": p.shift}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         return (x,)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         power, scale, shift = (np.float32(node.attrs[k]) for k in ("power", "scale", "shift"))
         return (np.power(shift + scale * x, power),)
 

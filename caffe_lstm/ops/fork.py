@@ -34,18 +34,19 @@ class Permute(Op):
     """
 
     type = "Permute"
+    origin = "SSD, weiliu89/caffe@4817bf8 (also xmfbit/warpctc-caffe@3e47d1f)"
     param = "permute_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"order": list(p.order)}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         return (_permuted(x, _full_order(node, len(x))),)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         return (np.transpose(x, _full_order(node, x.ndim)),)
 
     @staticmethod
@@ -72,19 +73,20 @@ class Transpose(Op):
     caffe_ocr and CTPN)."""
 
     type = "Transpose"
+    origin = "caffe_ocr, senlinuc/caffe_ocr@81642f6 (also tianzhi0549/CTPN@f77ec9e)"
     param = "transpose_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"dim": list(p.dim)}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         _check_permutation(node, node.attrs["dim"], len(x), "dim")
         return (_permuted(x, node.attrs["dim"]),)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         return (np.transpose(x, node.attrs["dim"]),)
 
     @staticmethod
@@ -104,14 +106,15 @@ class Reverse(Op):
     """
 
     type = "Reverse"
+    origin = "caffe_ocr, senlinuc/caffe_ocr@81642f6 (also tianzhi0549/CTPN@f77ec9e)"
     param = "reverse_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"axis": p.axis}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         axis = node.attrs["axis"]
         if not 0 <= axis < len(x):
             raise shape_error(node, f"axis {axis} is out of range for a {len(x)}-axis bottom",
@@ -119,7 +122,7 @@ class Reverse(Op):
         return (x,)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         return (np.flip(x, node.attrs["axis"]).copy(),)
 
     @staticmethod
@@ -159,15 +162,16 @@ class ContinuationIndicator(Op):
     """
 
     type = "ContinuationIndicator"
+    origin = "warpctc-caffe, xmfbit/warpctc-caffe@3e47d1f (also yalecyu/crnn.caffe@0d95ba2)"
     param = "continuation_indicator_param"
     n_bottoms = (0, 0)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"time_step": p.time_step, "batch_size": p.batch_size}
 
     @staticmethod
-    def infer(node: Node) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node) -> tuple[Shape, ...]:
         steps, batch = node.attrs["time_step"], node.attrs["batch_size"]
         if steps <= 0 or batch <= 0:
             raise shape_error(node, f"time_step {steps} and batch_size {batch} must be > 0",
@@ -175,17 +179,17 @@ class ContinuationIndicator(Op):
         return ((steps, batch),)
 
     @staticmethod
-    def numpy(node: Node):
+    def numpy(ctx, node: Node):
         cont = np.ones((node.attrs["time_step"], node.attrs["batch_size"]), np.float32)
         cont[0] = 0
         return (cont,)
 
     @staticmethod
     def tensorrt(ctx, node: Node):
-        return (ctx.constant(ContinuationIndicator.numpy(node)[0], ""),)
+        return (ctx.constant(ContinuationIndicator.numpy(None, node)[0], ""),)
 
     @staticmethod
     def onnx(ctx, node: Node):
         # a constant: T and N are the layer's own attributes, never the data's
-        cont = ctx.constant(ContinuationIndicator.numpy(node)[0], "value")
+        cont = ctx.constant(ContinuationIndicator.numpy(None, node)[0], "value")
         return (ctx.add("Identity", [cont])[0],)

@@ -20,7 +20,7 @@ class InnerProduct(Op):
     param = "inner_product_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return InnerProduct.make_attrs(p.num_output, bias_term=p.bias_term, axis=p.axis,
                                        transpose=p.transpose)
 
@@ -32,21 +32,21 @@ class InnerProduct(Op):
                 "transpose": transpose}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         axis = canonical_axis(node, node.attrs["axis"], len(x))
         if node.attrs["num_output"] <= 0:
             raise shape_error(node, "num_output is 0", "set inner_product_param.num_output")
         return (x[:axis] + (node.attrs["num_output"],),)
 
     @staticmethod
-    def blobs(node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
         axis = canonical_axis(node, node.attrs["axis"], len(x))
         k, n = count(x, axis), node.attrs["num_output"]
         weight = ("weight", (k, n) if node.attrs["transpose"] else (n, k))
         return (weight, ("bias", (n,))) if node.attrs["bias_term"] else (weight,)
 
     @staticmethod
-    def numpy(node: Node, x, w, b=None):
+    def numpy(ctx, node: Node, x, w, b=None):
         axis = canonical_axis(node, node.attrs["axis"], x.ndim)
         x_flat = x.reshape(count(x.shape, 0, axis), -1)
         y = x_flat @ (w if node.attrs["transpose"] else w.T)
@@ -100,24 +100,24 @@ class Embed(Op):
     param = "embed_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"num_output": p.num_output, "input_dim": p.input_dim, "bias_term": p.bias_term}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         if node.attrs["num_output"] <= 0 or node.attrs["input_dim"] <= 0:
             raise shape_error(node, "num_output and input_dim must be > 0",
                               "set embed_param.num_output and embed_param.input_dim")
         return (x + (node.attrs["num_output"],),)
 
     @staticmethod
-    def blobs(node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
         weight = ("weight", (node.attrs["input_dim"], node.attrs["num_output"]))
         return (weight, ("bias", (node.attrs["num_output"],))) if node.attrs["bias_term"] else (
             weight,)
 
     @staticmethod
-    def numpy(node: Node, x, w, b=None):
+    def numpy(ctx, node: Node, x, w, b=None):
         index = np.trunc(x).astype(np.int64)
         if index.size and (index.min() < 0 or index.max() >= node.attrs["input_dim"]):
             bad = index.min() if index.min() < 0 else index.max()

@@ -65,14 +65,15 @@ class Loop(Op):
     """
 
     type = "Loop"
+    origin = "caffe-lstm (the rewrite's loop_param, no Caffe layer)"
     n_bottoms = (1, None)
     n_tops = (1, None)
 
-    needs_context = True  # the walkers run the body through ctx.run_subgraph
+    holds_subgraph = True  # its facets run the body through ctx.run_subgraph
     param = "loop_param"
 
     @staticmethod
-    def parse(p, ctx) -> dict:
+    def parse(ctx, p) -> dict:
         """loop_param: the body's layers (imported by ``ctx`` like the net's own), the names of
         its input and output blobs, the counts and the carried states."""
         body = ctx.import_subgraph(p.input, p.output)
@@ -81,7 +82,7 @@ class Loop(Op):
                 "n_sequence_outputs": p.num_sequence_outputs}
 
     @staticmethod
-    def infer(node: Node, *shapes: Shape, ctx) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
         _check_layout(node)
         layout = LoopLayout.of(node)
         iterated, initial, invariants = layout.split_inputs(list(shapes))
@@ -96,7 +97,7 @@ class Loop(Op):
         return tuple(sequences) + tuple(state_shapes)
 
     @staticmethod
-    def numpy(node: Node, *arrays: np.ndarray, ctx) -> tuple[np.ndarray, ...]:
+    def numpy(ctx, node: Node, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
         layout = LoopLayout.of(node)
         iterated, initial, invariants = layout.split_inputs(list(arrays))
         states = _initial_states(layout, iterated, initial)

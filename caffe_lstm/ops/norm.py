@@ -36,13 +36,13 @@ class BatchNorm(Op):
     param = "batch_norm_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         # Caffe defaults use_global_stats to (phase == TEST), and this tool runs TEST
         global_stats = p.use_global_stats if p.has("use_global_stats") else True
         return {"use_global_stats": global_stats, "eps": p.eps}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         if not x:
             raise shape_error(node, "the bottom is a scalar", "BatchNorm needs a (N, C, …) blob")
         if node.attrs["eps"] < 0:
@@ -50,7 +50,7 @@ class BatchNorm(Op):
         return (x,)
 
     @staticmethod
-    def blobs(node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
         c = _channels(x)
         return (("mean", (c,)), ("variance", (c,)), ("factor", (1,)))
 
@@ -61,7 +61,7 @@ class BatchNorm(Op):
         return [rng.uniform(-scale, scale, c), rng.uniform(0.5, 1.5, c), np.ones(1)]
 
     @staticmethod
-    def numpy(node: Node, x, mean, variance, factor):
+    def numpy(ctx, node: Node, x, mean, variance, factor):
         eps = np.float32(node.attrs["eps"])
         if node.attrs["use_global_stats"]:
             mu, var = _stored_statistics(mean, variance, factor)
@@ -176,22 +176,22 @@ class PReLU(Op):
     param = "prelu_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"channel_shared": p.channel_shared}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         if len(x) < 2:
             raise shape_error(node, f"expected a bottom of at least 2 axes, found {x}",
                               "PReLU needs (N, C, …)")
         return (x,)
 
     @staticmethod
-    def blobs(node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
         return (("slope", () if node.attrs["channel_shared"] else (x[1],)),)
 
     @staticmethod
-    def numpy(node: Node, x, slope):
+    def numpy(ctx, node: Node, x, slope):
         a = _per_channel(slope, x.ndim) if slope.ndim else slope
         return (np.maximum(x, 0) + a * np.minimum(x, 0),)
 

@@ -65,19 +65,19 @@ class Pooling(Op):
     param = "pooling_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         fields = ("kernel_size", "kernel_h", "kernel_w", "stride", "stride_h", "stride_w",
                   "pad", "pad_h", "pad_w")
         return {"pool": p.pool, "global_pooling": p.global_pooling,
                 "round_mode": p.round_mode, **{name: _written(p, name) for name in fields}}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         g = pool_geometry(node, x)
         return (x[:2] + g.out,)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         g = pool_geometry(node, x.shape)
         if node.attrs["pool"] == "MAX":
             return (_max_pool(x, g),)
@@ -306,12 +306,12 @@ class LRN(Op):
     param = "lrn_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"local_size": p.local_size, "alpha": p.alpha, "beta": p.beta, "k": p.k,
                 "norm_region": p.norm_region}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         if len(x) != 4:
             raise shape_error(node, f"expected a 4-axis (N, C, H, W) bottom, found {x}")
         size, region = node.attrs["local_size"], node.attrs["norm_region"]
@@ -324,7 +324,7 @@ class LRN(Op):
         return (x,)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         size, alpha, beta = (node.attrs[k] for k in ("local_size", "alpha", "beta"))
         half = (size - 1) // 2
         axes = (1,) if node.attrs["norm_region"] == "ACROSS_CHANNELS" else (2, 3)

@@ -1,41 +1,24 @@
 """The op registry: everything about one Caffe layer type lives in one class.
 
-An op class has static facets with fixed signatures:
+An op class (a subclass of ``Op``, registered with ``@register_op``) has static facets with
+fixed signatures; docs/ops.md is their public contract. The rule for the first argument:
 
-- ``parse(p: Params) -> dict``: the node's attributes from the layer's parameter message
-  (``p`` is the format-free view the frontend makes of ``<param>``; see ``frontend/params.py``).
-- ``infer(node, *bottom_shapes) -> tuple[Shape, ...]``: the shape of every top; raises
-  ShapeError naming the node when the bottoms cannot be accepted.
-- ``blobs(node, *bottom_shapes) -> tuple[tuple[str, Shape], ...]``: the learnable blobs the
-  layer owns, named and in Caffe's order (empty for layers without parameters).
-- ``numpy(node, *bottoms, *blobs) -> tuple[np.ndarray, ...]``: the forward pass.
-- ``tensorrt(ctx, node, *bottom_tensors, *blob_arrays) -> tuple[ITensor, ...]``: the layers
-  that compute the op in a TensorRT network (``ctx`` is ``backends/tensorrt/context.py``'s
-  EmitContext; op modules never import tensorrt). None where an op has no emission, e.g. LSTM,
-  which the rewrite expands first.
-- ``caffe(ctx, node) -> dict | None``: the fields of the layer's ``param`` message when the node
-  is written back as Caffe (the inverse of ``parse``; nested messages as dicts, repeated ones as
-  lists). The default writes every attribute to the field of the same name.
-- ``dot(ctx, node) -> None``: how the DOT writer draws the node; the default is one record.
-- ``onnx(ctx, node, *input_names, *weight_names) -> tuple[str, ...]``: the ONNX operators that
-  compute the op (``ctx`` is ``backends/onnx/context.py``'s OnnxContext; op modules never import
-  onnx). None where an op has no ONNX form. The recurrent layers' facet is ONNX's own
-  LSTM/RNN operator, called only with ``export --lstm-op native`` (by default the rewrite
-  expands them into a Scan first); ``onnx_refusal(node) -> str | None`` says why that operator
-  would not compute a given node exactly, and the exporter refuses such nodes before writing.
+- a facet that a walker calls while walking the graph takes that walker first, as ``ctx``:
+  ``parse(ctx, p)`` (the importer), ``infer(ctx, node, *shapes)`` and ``blobs(ctx, node,
+  *shapes)`` (shape inference), ``numpy(ctx, node, *arrays)`` (the numpy executor),
+  ``tensorrt(ctx, node, ...)``, ``onnx(ctx, node, ...)``, ``caffe(ctx, node)``, ``dot(ctx,
+  node)``. What each walker offers is ``ops/contexts.py``; ``ops/`` never imports a walker.
+  Outside a walk (tests, folding a constant) ``parse``, ``infer``, ``blobs`` and ``numpy`` of an
+  op that holds no subgraph may be called with ``ctx=None``: only ``holds_subgraph`` ops use it.
+- ``expand(b, node)`` takes the rewrite's NodeBuilder first: it is the rewrite's context.
+- a facet that answers a question about one node outside any walk takes the node first:
+  ``onnx_refusal(node)``, ``synthetic(node, rng, scale)``, ``roles(node, blobs)``,
+  ``file_order(node, roles)``.
 
-Ops that hold a subgraph (the Loop's body) set ``needs_context``: the walkers then pass
-themselves as the keyword argument ``ctx`` to ``parse``, ``infer`` and ``numpy`` too, and the op
-asks that context to run its body (``ctx.run_subgraph``), as ONNX's reference evaluator does
-for its control-flow operators. The ``tensorrt``, ``caffe`` and ``dot`` facets always get the
-walker's context first. ``ops/`` never imports the walkers.
-
-Recurrent layers also carry ``recurrent``: declarative metadata (their states, which bottom is
-``cont``, which is the static input) that the rewrite, ``--state io`` and the feeds read, and
-``expand(b, node)``, which replaces the node by primitive layers and one Loop.
-
-Adding a layer type touches one class; ``tests/test_registry.py`` checks that every
-registered op has every facet.
+Every facet is declared on ``Op`` with its signature. ``parse``, ``blobs``, ``caffe``, ``dot``,
+``onnx_refusal`` and ``synthetic`` have working defaults; the others raise
+MissingFacetError unless overridden. Which facets an op must override follows from what it
+declares (``claimed_facets``), and ``register_op`` refuses a class that lacks one.
 """
 
 from __future__ import annotations
@@ -44,10 +27,23 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from caffe_lstm.errors import ShapeError, UnsupportedLayerError
 from caffe_lstm.ir.graph import Graph, Node, Shape
+from caffe_lstm.ops.contexts import (CaffeContext, DotContext, ExpandContext, ImportContext,
+                                     NumpyContext, OnnxContext, ShapeContext, TensorRTContext)
 
 _REGISTRY: dict[str, type[Op]] = {}
+
+#: Every facet, in the order docs/ops.md lists them.
+FACETS = ("parse", "infer", "blobs", "numpy", "tensorrt", "onnx", "onnx_refusal", "caffe", "dot",
+          "synthetic", "expand", "roles", "file_order")
+
+
+class MissingFacetError(NotImplementedError):
+    """A facet was called on an op that does not have it (a bug of the caller, which should
+    have asked ``has_facet`` first)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +67,10 @@ class RecurrentSpec:
     has_layouts: bool = False
 
 
+def _missing(facet: str, node: Node) -> MissingFacetError:
+    return MissingFacetError(f"{node.op} node {node.name} has no {facet} facet")
+
+
 class Op:
     """Base class of the op facets. Subclasses set ``type`` and override what they need."""
 
@@ -80,44 +80,62 @@ class Op:
     #: Allowed number of bottoms and of tops, as (min, max); max None = unbounded.
     n_bottoms: ClassVar[tuple[int, int | None]] = (1, 1)
     n_tops: ClassVar[tuple[int, int | None]] = (1, 1)
-    #: True for ops holding a subgraph: walkers pass themselves as ``ctx=`` (see above).
-    needs_context: ClassVar[bool] = False
+    #: True for ops holding a subgraph: their facets run it through ``ctx.run_subgraph``.
+    holds_subgraph: ClassVar[bool] = False
     #: Recurrent layer types: their declarative metadata (None for every other op).
     recurrent: ClassVar[RecurrentSpec | None] = None
-    #: ``expand(b: NodeBuilder, node)``: replaces a recurrent node by primitives (the rewrite).
-    expand: ClassVar[Any] = None
+    #: Where the layer's semantics come from: "BVLC Caffe", or for a fork's layer the fork's
+    #: repository and the commit its math was read from ("caffe_ocr, senlinuc/caffe_ocr@81642f6").
+    origin: ClassVar[str] = "BVLC Caffe"
+    #: What the op does not support, in one sentence ("" when nothing).
+    limits: ClassVar[str] = ""
+    #: Why an op has no ``tensorrt`` facet ("" = it has one), for the error listing such nodes.
+    tensorrt_missing_reason: ClassVar[str] = ""
+    #: Why an op has no ``onnx`` facet ("" = it has one), for the error listing such nodes.
+    onnx_missing_reason: ClassVar[str] = ""
 
     @staticmethod
-    def parse(p: Any) -> dict[str, Any]:
+    def parse(ctx: ImportContext | None, p: Any) -> dict[str, Any]:
+        """The node's attributes from the layer's param message (``p``: the frontend's
+        format-free view of it, None for an op without ``param``). Default: none."""
         return {}
 
-    #: The shape rule and the numpy forward: every op defines both (tests/test_registry.py).
-    infer: ClassVar[Any] = None
-    numpy: ClassVar[Any] = None
+    @staticmethod
+    def infer(ctx: ShapeContext | None, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+        """The shape of every top; raises ShapeError naming the node on bad bottoms."""
+        raise _missing("infer", node)
 
     @staticmethod
-    def blobs(node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx: ShapeContext | None, node: Node,
+              *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
+        """The learnable blobs, named and in Caffe's order. Default: none."""
         return ()
 
-    #: The TensorRT facet, a static method like the others; None = no emission.
-    tensorrt: ClassVar[Any] = None
-    #: ``synthetic(node, rng, scale) -> list[np.ndarray]``: plausible random blobs for
-    #: ``weights init`` where uniform noise would not do (BatchNorm needs variances > 0);
-    #: None = uniform in [-scale, scale).
-    synthetic: ClassVar[Any] = None
-    #: Why an op has no TensorRT emission, for the error that lists such nodes.
-    tensorrt_missing_reason: ClassVar[str] = "no TensorRT emission yet"
-    #: ``onnx(ctx, node, *input_names, *weight_names) -> tuple[str, ...]``: the ONNX nodes
-    #: that compute the op (``backends/onnx/context.py``'s OnnxContext); None = no ONNX form.
-    onnx: ClassVar[Any] = None
-    #: Why an op has no ONNX form, for the error that lists such nodes.
-    onnx_missing_reason: ClassVar[str] = "no ONNX form yet"
-    #: ``onnx_refusal(node) -> str | None``: why the ``onnx`` facet cannot compute this node
-    #: exactly (None: it can); None = the facet takes every node of the type.
-    onnx_refusal: ClassVar[Any] = None
+    @staticmethod
+    def numpy(ctx: NumpyContext | None, node: Node, *arrays: np.ndarray
+              ) -> tuple[np.ndarray, ...]:
+        """The forward pass on the bottoms then the blobs; one array per top."""
+        raise _missing("numpy", node)
+
+    @staticmethod
+    def tensorrt(ctx: TensorRTContext, node: Node, *inputs: Any) -> tuple[Any, ...]:
+        """The TensorRT layers computing the op on the bottom tensors then the blob arrays;
+        one ITensor per top."""
+        raise _missing("tensorrt", node)
+
+    @staticmethod
+    def onnx(ctx: OnnxContext, node: Node, *names: str) -> tuple[str, ...]:
+        """The ONNX nodes computing the op on the bottom then the weight tensor names; one
+        tensor name per top."""
+        raise _missing("onnx", node)
+
+    @staticmethod
+    def onnx_refusal(node: Node) -> str | None:
+        """Why the ``onnx`` facet would not compute this node exactly; None: it would."""
+        return None
 
     @classmethod
-    def caffe(cls, ctx: Any, node: Node) -> dict[str, Any] | None:
+    def caffe(cls, ctx: CaffeContext, node: Node) -> dict[str, Any] | None:
         """The param message's fields: each attribute under its own name (None: left unset).
 
         An op without a param message has no attributes to write.
@@ -129,15 +147,66 @@ class Op:
         return dict(node.attrs)
 
     @staticmethod
-    def dot(ctx: Any, node: Node) -> None:
+    def dot(ctx: DotContext, node: Node) -> None:
         """One record ``{name | op | output shapes}`` with an edge from every bottom."""
         ctx.draw_record(node)
+
+    @staticmethod
+    def synthetic(node: Node, rng: np.random.Generator, scale: float) -> list[np.ndarray] | None:
+        """Plausible random blobs for ``weights init`` where uniform noise would not do
+        (BatchNorm needs variances > 0). Default None: uniform noise."""
+        return None
+
+    @staticmethod
+    def expand(b: ExpandContext, node: Node) -> None:
+        """Replaces ``node`` by primitive layers appended through ``b`` (the rewrite)."""
+        raise _missing("expand", node)
+
+    @staticmethod
+    def roles(node: Node, blobs: list[np.ndarray]) -> Any:
+        """The blobs (Caffe's order) by role, for ``weights export|import``."""
+        raise _missing("roles", node)
+
+    @staticmethod
+    def file_order(node: Node, roles: Any) -> list[np.ndarray]:
+        """The inverse of ``roles``: the blobs in Caffe's order."""
+        raise _missing("file_order", node)
+
+
+def has_facet(op: type[Op], facet: str) -> bool:
+    """Whether ``op`` (or a base class of it other than ``Op``) defines ``facet``."""
+    for cls in op.__mro__:
+        if facet in vars(cls):
+            return cls is not Op
+    raise AttributeError(f"no facet {facet!r}")
+
+
+def claimed_facets(op: type[Op]) -> tuple[str, ...]:
+    """The facets ``op`` must define, from what it declares: ``infer`` and ``numpy`` always;
+    ``tensorrt`` and ``onnx`` unless it gives a reason why not; ``expand`` when recurrent;
+    ``roles`` and ``file_order`` when its weights have layouts. (``parse`` is optional: a
+    param message may hold nothing the op computes with, e.g. sigmoid_param's engine.)"""
+    claimed = ["infer", "numpy"]
+    claimed += [f for f in ("tensorrt", "onnx") if not getattr(op, f"{f}_missing_reason")]
+    if op.recurrent is not None:
+        claimed.append("expand")
+        if op.recurrent.has_layouts:
+            claimed += ["roles", "file_order"]
+    return tuple(claimed)
+
+
+def missing_facets(op: type[Op]) -> list[str]:
+    """The facets ``op`` claims but does not define."""
+    return [facet for facet in claimed_facets(op) if not has_facet(op, facet)]
 
 
 def register_op(cls: type[Op]) -> type[Op]:
     """Class decorator: registers ``cls`` under its Caffe type string."""
     if not cls.type or cls.type in _REGISTRY:
         raise ValueError(f"op type {cls.type!r} is empty or registered twice")
+    if missing := missing_facets(cls):
+        raise TypeError(f"op {cls.type} claims facets it does not define: {', '.join(missing)} "
+                        "(define them, or give a tensorrt/onnx_missing_reason)")
     _REGISTRY[cls.type] = cls
     return cls
 
@@ -171,7 +240,7 @@ def check_facet(graph: Graph, facet: str, refusal: str) -> None:
     whose op lacks ``facet`` ("tensorrt", "onnx"), by type with its ``<facet>_missing_reason``."""
     missing: dict[str, list[str]] = defaultdict(list)
     for node in graph.all_nodes():
-        if getattr(get_op(node.op), facet) is None:
+        if not has_facet(get_op(node.op), facet):
             missing[node.op].append(node.name)
     if missing:
         listing = "; ".join(

@@ -57,7 +57,7 @@ class Slice(Op):
     n_tops = (1, None)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {**_axis_attrs(p, "slice_dim"), "slice_point": list(p.slice_point)}
 
     @staticmethod
@@ -66,13 +66,13 @@ class Slice(Op):
         return {"axis": axis, "slice_point": list(slice_point or [])}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         axis = _legacy_axis(node, len(x), "slice_dim")
         sizes = _slice_sizes(node, x[axis], len(node.outputs))
         return tuple(x[:axis] + (size,) + x[axis + 1:] for size in sizes)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         axis = _legacy_axis(node, x.ndim, "slice_dim")
         sizes = _slice_sizes(node, x.shape[axis], len(node.outputs))
         return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
@@ -133,7 +133,7 @@ class Concat(Op):
     n_bottoms = (1, None)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return _axis_attrs(p, "concat_dim")
 
     @staticmethod
@@ -142,7 +142,7 @@ class Concat(Op):
         return {"axis": axis}
 
     @staticmethod
-    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
         first = shapes[0]
         axis = _legacy_axis(node, len(first), "concat_dim")
         for index, shape in enumerate(shapes[1:], start=1):
@@ -153,7 +153,7 @@ class Concat(Op):
         return (first[:axis] + (sum(s[axis] for s in shapes),) + first[axis + 1:],)
 
     @staticmethod
-    def numpy(node: Node, *bottoms):
+    def numpy(ctx, node: Node, *bottoms):
         return (np.concatenate(bottoms, axis=_legacy_axis(node, bottoms[0].ndim, "concat_dim")),)
 
     @staticmethod
@@ -180,11 +180,11 @@ class Split(Op):
     n_tops = (1, None)
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         return (x,) * len(node.outputs)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         return (x,) * len(node.outputs)
 
     @staticmethod
@@ -208,7 +208,7 @@ class Reshape(Op):
     param = "reshape_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return Reshape.make_attrs(list(p.shape.dim), axis=p.axis, num_axes=p.num_axes)
 
     @staticmethod
@@ -222,7 +222,7 @@ class Reshape(Op):
         return {**node.attrs, "shape": {"dim": [int(d) for d in node.attrs["shape"]]}}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         start, end = _reshape_range(node, len(x))
         new_dims = _reshape_dims(node, x, start)
         shape = _infer_minus_one(node, x, x[:start] + new_dims + x[end:])
@@ -232,8 +232,8 @@ class Reshape(Op):
         return (shape,)
 
     @staticmethod
-    def numpy(node: Node, x):
-        return (x.reshape(Reshape.infer(node, x.shape)[0]),)
+    def numpy(ctx, node: Node, x):
+        return (x.reshape(Reshape.infer(ctx, node, x.shape)[0]),)
 
     @staticmethod
     def tensorrt(ctx, node: Node, x):
@@ -305,11 +305,11 @@ class Flatten(Op):
     param = "flatten_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"axis": p.axis, "end_axis": p.end_axis}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         start = canonical_axis(node, node.attrs["axis"], len(x))
         end = canonical_axis(node, node.attrs["end_axis"], len(x), "end_axis")
         # Caffe takes count(start, end + 1), which accepts end = start − 1 (it inserts a 1).
@@ -319,8 +319,8 @@ class Flatten(Op):
         return (x[:start] + (count(x, start, end + 1),) + x[end + 1:],)
 
     @staticmethod
-    def numpy(node: Node, x):
-        return (x.reshape(Flatten.infer(node, x.shape)[0]),)
+    def numpy(ctx, node: Node, x):
+        return (x.reshape(Flatten.infer(ctx, node, x.shape)[0]),)
 
     @staticmethod
     def tensorrt(ctx, node: Node, x):
@@ -355,11 +355,11 @@ class Tile(Op):
     param = "tile_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"axis": p.axis, "tiles": p.tiles if p.has("tiles") else None}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         axis = canonical_axis(node, node.attrs["axis"], len(x))
         tiles = node.attrs.get("tiles")
         if tiles is None or tiles <= 0:
@@ -368,7 +368,7 @@ class Tile(Op):
         return (x[:axis] + (x[axis] * tiles,) + x[axis + 1:],)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         axis = canonical_axis(node, node.attrs["axis"], x.ndim)
         reps = [1] * x.ndim
         reps[axis] = node.attrs["tiles"]
@@ -405,13 +405,13 @@ class Silence(Op):
     n_tops = (0, 0)
 
     @staticmethod
-    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
         if not shapes:
             raise shape_error(node, "expected at least 1 bottom, found 0")
         return ()
 
     @staticmethod
-    def numpy(node: Node, *bottoms):
+    def numpy(ctx, node: Node, *bottoms):
         return ()
 
     @staticmethod
@@ -435,11 +435,11 @@ class Reduction(Op):
     param = "reduction_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"operation": p.operation, "axis": p.axis, "coeff": p.coeff}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         axis = canonical_axis(node, node.attrs["axis"], len(x))
         if node.attrs["operation"] not in REDUCTION_OPERATIONS:
             raise shape_error(node, f"operation {node.attrs['operation']!r} is unknown",
@@ -447,7 +447,7 @@ class Reduction(Op):
         return (x[:axis],)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         axis = canonical_axis(node, node.attrs["axis"], x.ndim)
         rows = x.reshape(count(x.shape, 0, axis), count(x.shape, axis))
         operation, coeff = node.attrs["operation"], node.attrs["coeff"]
@@ -569,11 +569,11 @@ class Crop(Op):
     n_bottoms = (2, 2)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"axis": p.axis, "offset": list(p.offset)}
 
     @staticmethod
-    def infer(node: Node, x: Shape, ref: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape, ref: Shape) -> tuple[Shape, ...]:
         start, offsets = _crop_offsets(node, x, ref)
         for a, offset in enumerate(offsets, start=start):
             if offset + ref[a] > x[a]:
@@ -582,7 +582,7 @@ class Crop(Op):
         return (x[:start] + ref[start:],)
 
     @staticmethod
-    def numpy(node: Node, x, ref):
+    def numpy(ctx, node: Node, x, ref):
         start, offsets = _crop_offsets(node, x.shape, ref.shape)
         index = tuple(slice(o, o + n) for o, n in zip(offsets, ref.shape[start:]))
         return (x[(slice(None),) * start + index],)
@@ -648,12 +648,12 @@ class ArgMax(Op):
     param = "argmax_param"
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"out_max_val": p.out_max_val, "top_k": p.top_k,
                 "axis": p.axis if p.has("axis") else None}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         k, axis = node.attrs["top_k"], _argmax_axis(node, x)
         dim = count(x, 1) if axis is None else x[axis]
         if not 1 <= k <= dim:
@@ -665,7 +665,7 @@ class ArgMax(Op):
         return ((x[0], rows, k) + (1,) * (len(x) - 3),)
 
     @staticmethod
-    def numpy(node: Node, x):
+    def numpy(ctx, node: Node, x):
         axis, k = _argmax_axis(node, x.shape), node.attrs["top_k"]
         data = x if axis is not None else x.reshape(x.shape[0], -1)
         along = 1 if axis is None else axis
@@ -677,7 +677,7 @@ class ArgMax(Op):
             return ((values if node.attrs["out_max_val"] else index).astype(np.float32),)
         rows = [index, values] if node.attrs["out_max_val"] else [index]
         top = np.stack(rows, axis=1).astype(np.float32)
-        return (top.reshape(ArgMax.infer(node, x.shape)[0]),)
+        return (top.reshape(ArgMax.infer(ctx, node, x.shape)[0]),)
 
     @staticmethod
     def tensorrt(ctx, node: Node, x):

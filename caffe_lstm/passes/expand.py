@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from caffe_lstm.ir.graph import Graph, Node
-from caffe_lstm.ops import get_op
+from caffe_lstm.ops import get_op, has_facet
 from caffe_lstm.ops.builder import NodeBuilder
 
 
@@ -22,12 +22,12 @@ def expand_layers(graph: Graph, keep: Callable[[Node], bool] | None = None) -> b
     """
     nodes, changed = [], False
     for node in graph.nodes:
-        expand = get_op(node.op).expand
-        if expand is None or (keep is not None and keep(node)):
+        op = get_op(node.op)
+        if not has_facet(op, "expand") or (keep is not None and keep(node)):
             nodes.append(node)
             continue
         scratch = Graph()
-        expand(NodeBuilder(scratch, node.name, node.where), node)
+        op.expand(NodeBuilder(scratch, node.name, node.where), node)
         nodes.extend(scratch.nodes)
         changed = True
     graph.nodes = nodes

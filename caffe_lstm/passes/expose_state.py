@@ -74,7 +74,7 @@ def _could_start_non_zero(graph: Graph, cont: Value) -> bool:
         return True  # a net input: the caller decides
     if not producer.inputs and not producer.weights:
         # a constant (DummyData, ContinuationIndicator): look at its first time step
-        values = get_op(producer.op).numpy(producer)[producer.outputs.index(cont)]
+        values = get_op(producer.op).numpy(None, producer)[producer.outputs.index(cont)]
         return bool(np.any(values[:1] != 0))
     return True  # computed: assume it can
 

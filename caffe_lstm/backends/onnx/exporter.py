@@ -64,8 +64,7 @@ def check_exportable(graph: Graph) -> None:
     in another, every layer whose ONNX form would compute something else."""
     check_facet(graph, "onnx", "cannot export these layers to ONNX")
     refused = [(node, reason) for node in graph.all_nodes()
-               if get_op(node.op).onnx_refusal is not None
-               and (reason := get_op(node.op).onnx_refusal(node)) is not None]
+               if (reason := get_op(node.op).onnx_refusal(node)) is not None]
     if refused:  # the recurrent layers left whole for ONNX's own operators (--lstm-op native)
         listing = "; ".join(f"{node.label}: {reason}" for node, reason in refused)
         raise UnsupportedLayerError(

@@ -84,11 +84,11 @@ class LSTM(Op):
     n_tops = (1, 3)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return _parse_recurrent(p)
 
     @staticmethod
-    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
         steps, batch, _, _ = _lstm_layout(node, shapes)
         variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
         width, r = variant.recurrent_width(hidden), variant.recurrent_name
@@ -99,7 +99,7 @@ class LSTM(Op):
         return ((steps, batch, width),)
 
     @staticmethod
-    def blobs(node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
         _, _, inputs, static = _lstm_layout(node, shapes)
         variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
         gates = len(CAFFE_GATES) * hidden
@@ -110,7 +110,7 @@ class LSTM(Op):
                 ("W_hc", (gates, variant.recurrent_width(hidden))), *peephole, *projection)
 
     @staticmethod
-    def numpy(node: Node, *arrays):
+    def numpy(ctx, node: Node, *arrays):
         x, cont, x_static, exposed, blobs = _split_arrays(node, arrays, 2)
         variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
         w = LstmWeights.split(blobs, x_static is not None, variant)
@@ -153,11 +153,11 @@ class RNN(Op):
     n_tops = (1, 2)
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return _parse_recurrent(p)
 
     @staticmethod
-    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
         steps, batch, _, _ = _rnn_layout(node, shapes)
         hidden = node.attrs["num_output"]
         if node.attrs["expose_hidden"]:
@@ -167,7 +167,7 @@ class RNN(Op):
         return ((steps, batch, hidden),)
 
     @staticmethod
-    def blobs(node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
         _, _, inputs, static = _rnn_layout(node, shapes)
         hidden = node.attrs["num_output"]
         static_blob = (("W_xh_static", (hidden, static)),) if static is not None else ()
@@ -175,7 +175,7 @@ class RNN(Op):
                 ("W_hh", (hidden, hidden)), ("W_ho", (hidden, hidden)), ("b_o", (hidden,)))
 
     @staticmethod
-    def numpy(node: Node, *arrays):
+    def numpy(ctx, node: Node, *arrays):
         x, cont, x_static, exposed, blobs = _split_arrays(node, arrays, 1)
         w_xh, b_h, *w_static, w_hh, w_ho, b_o = blobs
         # W_xh_x_t + W_xh_x_static: the static term is the same at every step
@@ -199,7 +199,7 @@ def _rnn_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int, i
 # ---- the forks' type "Lstm": junhyukoh/caffe-lstm (caffe_ocr, CTPN) and a hidden_size one ------
 
 
-def _parse_fork(p: Any) -> dict[str, Any]:
+def _parse_fork(ctx: Any, p: Any) -> dict[str, Any]:
     """lstm_param, told apart by the fields a layer sets (the forks share the type "Lstm"):
 
     - ``num_output`` (with batch_size): junhyukoh/caffe-lstm's, adopted by caffe_ocr and CTPN;
@@ -327,6 +327,8 @@ class Lstm(Op):
     """
 
     type = "Lstm"
+    origin = ("junhyukoh/caffe-lstm@598d454 (adopted by senlinuc/caffe_ocr@81642f6 and "
+              "tianzhi0549/CTPN@f77ec9e)")
     tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
     param = "lstm_param"
     # clip plays cont; no static input; each call starts from zeros (no expose_hidden)
@@ -351,20 +353,20 @@ class Lstm(Op):
     parse = staticmethod(_parse_fork)
 
     @staticmethod
-    def infer(node: Node, *shapes: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
         v = _fork_view(node, shapes)
         if v.flat:
             return ((v.steps * v.batch, v.hidden),)
         return ((v.steps, v.batch, v.hidden),)
 
     @staticmethod
-    def blobs(node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
         v = _fork_view(node, shapes)
         gates = len(CAFFE_GATES) * v.hidden
         return ("W_x", (gates, v.inputs)), ("W_h", (gates, v.hidden)), ("b", (gates,))
 
     @staticmethod
-    def numpy(node: Node, *arrays):
+    def numpy(ctx, node: Node, *arrays):
         x, *clip_bottom = [np.asarray(a, np.float64) for a in arrays[:len(node.inputs)]]
         w_x, w_h, b = [np.asarray(a, np.float64) for a in arrays[len(node.inputs):]]
         v = _fork_view(node, tuple(a.shape for a in arrays[:len(node.inputs)]))

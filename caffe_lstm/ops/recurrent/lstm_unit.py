@@ -42,7 +42,7 @@ class LSTMUnit(Op):
     n_tops = (2, 2)
 
     @staticmethod
-    def infer(node: Node, c_prev: Shape, x: Shape, cont: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, c_prev: Shape, x: Shape, cont: Shape) -> tuple[Shape, ...]:
         _check_step(node, "c_prev", c_prev, 3, None)
         batch, hidden = c_prev[1], c_prev[2]
         _check_step(node, "gates", x, 3, batch)
@@ -54,7 +54,7 @@ class LSTMUnit(Op):
         return c_prev, c_prev
 
     @staticmethod
-    def numpy(node: Node, c_prev, x, cont):
+    def numpy(ctx, node: Node, c_prev, x, cont):
         c_prev, x = np.asarray(c_prev, np.float64), np.asarray(x, np.float64)
         cont = np.asarray(cont, np.float64)[:, :, None]
         a = dict(zip(CAFFE_GATES, np.split(x, len(CAFFE_GATES), axis=2)))

@@ -72,12 +72,12 @@ def constant_value(value: Value) -> np.ndarray | None:
     if producer is None:
         return None
     op = get_op(producer.op)
-    if op is None or op.numpy is None or op.needs_context:
+    if op is None or op.holds_subgraph:
         return None
     bottoms = [constant_value(v) for v in producer.inputs]
     if any(b is None for b in bottoms) or any(w.data is None for w in producer.weights):
         return None
-    results = op.numpy(producer, *bottoms, *[w.data for w in producer.weights])
+    results = op.numpy(None, producer, *bottoms, *[w.data for w in producer.weights])
     return np.asarray(results[producer.outputs.index(value)], np.float64)
 
 
