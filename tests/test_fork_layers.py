@@ -210,7 +210,7 @@ def reference_psroi(x, rois, scale, dim, groups):
     def c_round(v):
         return np.float32(math.floor(abs(v) + 0.5) * (1 if v >= 0 else -1))
 
-    scale, (channels, height, width) = np.float32(scale), x.shape[1:]
+    scale, (height, width) = np.float32(scale), x.shape[2:]
     out = np.zeros((rois.shape[0], dim, groups, groups), np.float32)
     for index in range(out.size):
         pw, ph = index % groups, (index // groups) % groups

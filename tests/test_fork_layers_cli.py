@@ -94,17 +94,17 @@ BAD_LAYERS = {
     "zoom": ('type: "Interp" bottom: "maps" interp_param { zoom_factor: 0 }',
              "zoom_factor 0 must be ≥ 1"),
     "no_size": ('type: "Interp" bottom: "maps" interp_param { height: 4 }', "no output size"),
-    "psroi_missing": ('type: "PSROIPooling" bottom: "maps" bottom: "rois" '
-                      'psroi_pooling_param { spatial_scale: 0.5 group_size: 2 }',
+    "psroi_missing": (('type: "PSROIPooling" bottom: "maps" bottom: "rois" '
+                       'psroi_pooling_param { spatial_scale: 0.5 group_size: 2 }'),
                       "psroi_pooling_param has no output_dim"),
-    "psroi_channels": ('type: "PSROIPooling" bottom: "maps" bottom: "rois" '
-                       'psroi_pooling_param { spatial_scale: 1 output_dim: 3 group_size: 2 }',
+    "psroi_channels": (('type: "PSROIPooling" bottom: "maps" bottom: "rois" '
+                        'psroi_pooling_param { spatial_scale: 1 output_dim: 3 group_size: 2 }'),
                        "must be (N, output_dim·group_size² = 12, H, W)"),
-    "st_type": ('type: "SpatialTransformer" bottom: "maps" bottom: "theta" '
-                'st_param { transform_type: "projective" }',
+    "st_type": (('type: "SpatialTransformer" bottom: "maps" bottom: "theta" '
+                 'st_param { transform_type: "projective" }'),
                 "transform_type 'projective' is not supported"),
-    "st_theta": ('type: "SpatialTransformer" bottom: "maps" bottom: "theta" '
-                 'st_param { theta_1_1: 1 }', "theta (2, 2) must be (N = 2, 5)"),
+    "st_theta": (('type: "SpatialTransformer" bottom: "maps" bottom: "theta" '
+                  'st_param { theta_1_1: 1 }'), "theta (2, 2) must be (N = 2, 5)"),
     "repeat": ('type: "Repeat" bottom: "seq" repeat_param { axis: 1 }', "num_repeats is 0"),
     "repeat_axis": ('type: "Repeat" bottom: "seq" repeat_param { num_repeats: 2 axis: 3 }',
                     "axis 3 is out of range"),
@@ -137,3 +137,15 @@ def test_roi_batch_index_outside_the_batch_is_one_line(tmp_path):
     assert done.stderr.startswith("error: ") and "roi batch index 5 is outside [0, 2)" in \
         done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "out.npz").exists()
+
+
+def test_continuation_indicator_axis_names_the_plugin_route(tmp_path):
+    net = tmp_path / "cont.prototxt"
+    net.write_text('layer { name: "cont" type: "ContinuationIndicator" top: "cont" '
+                   'continuation_indicator_param { time_step: 4 batch_size: 2 axis: 1 } }\n')
+    done = run_cli("export", net, "-w", WEIGHTS, "-o", tmp_path / "out.onnx")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert "continuation_indicator_param.axis is 1" in lines[0]
+    assert "--plugin" in lines[0] and "docs/plugins.md" in lines[0]
+    assert list(tmp_path.iterdir()) == [net]

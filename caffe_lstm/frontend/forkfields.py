@@ -7,7 +7,9 @@ with the way out where it selects math that is not implemented.
 - ``recurrent_param.num_layers``: 1 is a plain layer; more is a stack of layers inside one
   layer, whose blob layout caffe-lstm does not implement: refused.
 - ``continuation_indicator_param.axis``: 0 is the layer's own time-major (T, N) top; another
-  axis is refused.
+  axis is refused with the plugin route: no public source of a fork says what it selects
+  (searched: BVLC-derived forks, warpctc-caffe, crnn.caffe; jolibrain's ncnn port of the layer
+  reads ``axis`` and never uses it).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ def check_fork_fields(layers: Sequence[SourceLayer], file: str) -> None:
         indicator = layer.continuation_indicator_param
         if layer.HasField("continuation_indicator_param") and indicator.axis != 0:
             raise UnsupportedLayerError(
-                f"continuation_indicator_param.axis is {indicator.axis}: only axis 0 (a "
-                "time-major (time_step, batch_size) top) is implemented", where,
-                "drop the axis field and transpose the top with a Permute layer if a consumer "
-                "needs another layout")
+                f"continuation_indicator_param.axis is {indicator.axis}: no public source of "
+                "the fork that writes this field says what it selects (jolibrain's ncnn port "
+                "reads it and ignores it); only axis 0, the time-major (time_step, batch_size) "
+                "top, is implemented", where,
+                "drop the field, or implement the fork's layer as a plugin (--plugin, "
+                "docs/plugins.md)")

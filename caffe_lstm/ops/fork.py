@@ -163,6 +163,8 @@ class ContinuationIndicator(Op):
 
     type = "ContinuationIndicator"
     origin = "warpctc-caffe, xmfbit/warpctc-caffe@3e47d1f (also yalecyu/crnn.caffe@0d95ba2)"
+    limits = ("continuation_indicator_param.axis other than 0 is refused: no public fork "
+              "source says what it selects")
     param = "continuation_indicator_param"
     n_bottoms = (0, 0)
 

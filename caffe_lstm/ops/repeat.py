@@ -31,18 +31,18 @@ class Repeat(Op):
     limits = ("TensorRT and ONNX need every bottom axis but the first fixed")
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         return {"num_repeats": p.num_repeats, "axis": p.axis}
 
     @staticmethod
-    def infer(node: Node, x: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         if node.attrs["num_repeats"] <= 0:
             raise shape_error(node, "num_repeats is 0", "set repeat_param.num_repeats")
         _sizes(node, x)   # the axis is in range
         return ((x[0], node.attrs["num_repeats"]) + tuple(x[1:]),)
 
     @staticmethod
-    def blobs(node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
+    def blobs(ctx, node: Node, x: Shape) -> tuple[tuple[str, Shape], ...]:
         _, k, n = _sizes(node, x)
         return (("weight", (n * k, k)),)
 
@@ -53,9 +53,9 @@ class Repeat(Op):
         return [np.tile(np.eye(k, dtype=np.float32), (n, 1))]
 
     @staticmethod
-    def numpy(node: Node, x, w):
+    def numpy(ctx, node: Node, x, w):
         m, k, _ = _sizes(node, x.shape)
-        return ((x.reshape(m, k) @ w.T).reshape(Repeat.infer(node, x.shape)[0]),)
+        return ((x.reshape(m, k) @ w.T).reshape(Repeat.infer(None, node, x.shape)[0]),)
 
     @staticmethod
     def tensorrt(ctx, node: Node, x, w):

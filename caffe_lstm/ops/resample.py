@@ -74,7 +74,7 @@ def _bottom_shapes(node: Node) -> tuple[Shape, Shape | None]:
 
 def _interp_matrices(node: Node, x: Shape, ref: Shape | None) -> tuple[np.ndarray, np.ndarray]:
     """(rows matrix (H_out, H), columns matrix transposed (W, W_out))."""
-    h_out, w_out = Interp.infer(node, x, ref)[0][2:]
+    h_out, w_out = Interp.infer(None, node, x, ref)[0][2:]
     pad_beg, pad_end = node.attrs["pad_beg"], node.attrs["pad_end"]
     rows = interp_matrix(x[2], -pad_beg, x[2] + pad_beg + pad_end, h_out)
     cols = interp_matrix(x[3], -pad_beg, x[3] + pad_beg + pad_end, w_out)
@@ -97,13 +97,13 @@ class Interp(Op):
               "fixed (the grid is two constant matrices)")
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         present = {name: getattr(p, name) if p.has(name) else None
                    for name in ("height", "width", "zoom_factor", "shrink_factor")}
         return {**present, "pad_beg": p.pad_beg, "pad_end": p.pad_end}
 
     @staticmethod
-    def infer(node: Node, x: Shape, ref: Shape | None = None) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape, ref: Shape | None = None) -> tuple[Shape, ...]:
         if len(x) != 4 or (ref is not None and len(ref) != 4):
             raise shape_error(node, f"expected (N, C, H, W) bottoms, found {x}"
                               + (f" and {ref}" if ref is not None else ""))
@@ -128,7 +128,7 @@ class Interp(Op):
         return ((x[0], x[1]) + out,)
 
     @staticmethod
-    def numpy(node: Node, x, ref=None):
+    def numpy(ctx, node: Node, x, ref=None):
         rows, cols_t = _interp_matrices(node, x.shape, None if ref is None else ref.shape)
         return ((rows @ x @ cols_t).astype(np.float32),)
 
@@ -234,7 +234,7 @@ class SpatialTransformer(Op):
               "ONNX needs opset 16 (GridSample); TensorRT and ONNX need H and W fixed")
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         attrs: dict[str, Any] = {"transform_type": p.transform_type,
                                  "sampler_type": p.sampler_type,
                                  "to_compute_dU": p.to_compute_dU}
@@ -243,7 +243,7 @@ class SpatialTransformer(Op):
         return attrs
 
     @staticmethod
-    def infer(node: Node, u: Shape, theta: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, u: Shape, theta: Shape) -> tuple[Shape, ...]:
         for name, supported in (("transform_type", "affine"), ("sampler_type", "bilinear")):
             if node.attrs[name] != supported:
                 raise shape_error(node, f"{name} {node.attrs[name]!r} is not supported",
@@ -261,9 +261,9 @@ class SpatialTransformer(Op):
         return ((u[0], u[1], out_h, out_w),)
 
     @staticmethod
-    def numpy(node: Node, u, theta):
+    def numpy(ctx, node: Node, u, theta):
         n, channels, height, width = u.shape
-        out_h, out_w = SpatialTransformer.infer(node, u.shape, theta.shape)[0][2:]
+        out_h, out_w = SpatialTransformer.infer(None, node, u.shape, theta.shape)[0][2:]
         affine = full_theta(node, theta).reshape(n, 2, 3)
         coords = _output_grid(out_h, out_w) @ affine.transpose(0, 2, 1)   # (N, HW, 2)
         x = (coords[..., 0] + 1) / 2 * height

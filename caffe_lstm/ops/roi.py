@@ -61,13 +61,13 @@ class PSROIPooling(Op):
               "integral image (rounding grows with the map's size) and need C, H, W fixed")
 
     @staticmethod
-    def parse(p):
+    def parse(ctx, p):
         # the fork declares the three `required`: None (unset) is refused by infer
         return {name: getattr(p, name) if p.has(name) else None
                 for name in ("spatial_scale", "output_dim", "group_size")}
 
     @staticmethod
-    def infer(node: Node, x: Shape, rois: Shape) -> tuple[Shape, ...]:
+    def infer(ctx, node: Node, x: Shape, rois: Shape) -> tuple[Shape, ...]:
         missing = [name for name, value in node.attrs.items() if value is None]
         if missing:
             raise shape_error(node, f"psroi_pooling_param has no {', '.join(missing)} (the "
@@ -84,7 +84,7 @@ class PSROIPooling(Op):
         return ((rois[0], dim, groups, groups),)
 
     @staticmethod
-    def numpy(node: Node, x, rois):
+    def numpy(ctx, node: Node, x, rois):
         dim, groups = node.attrs["output_dim"], node.attrs["group_size"]
         rois = rois.reshape(rois.shape[0], 5)
         batch = rois[:, 0].astype(np.int64)            # C's int(): truncation toward zero
