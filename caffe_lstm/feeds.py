@@ -15,7 +15,8 @@ from caffe_lstm.ops import recurrent_spec
 
 
 def random_feeds(graph: Graph, seed: int) -> dict[str, np.ndarray]:
-    """Seeded inputs: cont is 0 at t = 0 and 1 after, Embed indices are valid, others N(0, 1)."""
+    """Seeded inputs: cont is 0 at t = 0 and 1 after, Embed indices are valid, PSROIPooling
+    rois lie on their batch's image, others N(0, 1)."""
     check_memory(graph)  # before the arrays exist
     rng = np.random.default_rng(seed)
     return {value.name: _random_input(graph, value, rng) for value in graph.inputs}
@@ -30,7 +31,22 @@ def _random_input(graph: Graph, value: Value, rng: np.random.Generator) -> np.nd
     for node in graph.users(value):
         if node.op == "Embed":
             return rng.integers(0, node.attrs["input_dim"], size=shape).astype(np.float32)
+        if node.op == "PSROIPooling" and node.inputs[1] is value:
+            return _random_rois(node, shape, rng)
     return rng.standard_normal(shape).astype(np.float32)
+
+
+def _random_rois(node: Node, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Rows (batch index, x1, y1, x2, y2): an image of the score maps' batch, corners ordered
+    within the image the maps cover (their size / spatial_scale)."""
+    maps = node.inputs[0].shape
+    count = shape[0] if shape else 0
+    scale = node.attrs["spatial_scale"] or 1.0
+    size = np.array([maps[3], maps[2]] if len(maps) == 4 else [1, 1], np.float64) / abs(scale)
+    corners = np.sort(rng.uniform(0, 1, (count, 2, 2)), axis=1) * size
+    batch = rng.integers(0, max(maps[0], 1) if maps else 1, (count, 1))
+    rois = np.concatenate([batch, corners.reshape(count, 4)], axis=1)
+    return rois.astype(np.float32).reshape(shape)
 
 
 def _is_cont(graph: Graph, value: Value) -> bool:

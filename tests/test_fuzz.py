@@ -46,7 +46,7 @@ from tests.conftest import corpus_files, sample
 FUZZ_MAX_BYTES = 64 << 20
 #: The execute target runs nets whose inputs' leading (time) axis is at most this long.
 FUZZ_MAX_STEPS = 300
-SAMPLE_NAMES = ("seq_classifier", "captioner")
+SAMPLE_NAMES = ("seq_classifier", "captioner", "fork_vision")
 
 # ---- seeds ----------------------------------------------------------------------------------
 
@@ -413,6 +413,18 @@ def test_fuzz_execute_mutated_samples(seed, mutations):
     ends_well(execute, mutate(seeds[seed % len(seeds)], mutations, TEXT_MUTATIONS))
 
 
+#: The fork layers' fields (interp_param, st_param, psroi_pooling_param, repeat_param) and the
+#: shapes they read: numbers and field names of samples/fork_vision mutated, then run.
+FIELD_MUTATIONS = (_replace_number, _replace_number, _replace_number, _swap_field)
+
+
+@settings(FUZZ, max_examples=150)
+@given(mutations=ops)
+def test_fuzz_execute_fork_layer_fields(mutations):
+    seed = sample("fork_vision")[0].read_bytes()
+    ends_well(execute, mutate(seed, mutations, FIELD_MUTATIONS))
+
+
 def test_mutations_change_their_input():
     text = sample("seq_classifier")[0].read_bytes()
     for kind in range(len(TEXT_MUTATIONS)):
@@ -431,7 +443,7 @@ def test_seeds_are_valid():
     for name, data in npz_seeds():
         run_npz(name, data)
     with tempfile.TemporaryDirectory() as folder:
-        v1 = _write(Path(folder) / "w.caffemodel", caffemodel_seeds()[2][1])
+        v1 = _write(Path(folder) / "w.caffemodel", caffemodel_seeds()[-1][1])
         graph = load_net(sample("seq_classifier")[0], v1).graph
         assert all(w.data is not None for node in graph.nodes for w in node.weights)
 

@@ -62,8 +62,9 @@ def interp_matrix(size_in: int, offset: int, size_eff: int, size_out: int) -> np
     low = src.astype(np.int64)                       # src ≥ 0: truncation is ⌊src⌋
     step = (low < size_eff - 1).astype(np.int64)
     upper = src - low.astype(np.float32)
-    np.add.at(matrix, (rows, offset + low), np.float32(1) - upper)
-    np.add.at(matrix, (rows, offset + low + step), upper)
+    # one (row, column) pair per assignment: fancy += adds once each (step 0: the same cell)
+    matrix[rows, offset + low] = np.float32(1) - upper
+    matrix[rows, offset + low + step] += upper
     return matrix
 
 
@@ -274,8 +275,9 @@ class SpatialTransformer(Op):
         for m, wm in ((m0, 1 - (x - m0)), (m0 + 1, 1 - (m0 + 1 - x))):
             for k, wk in ((n0, 1 - (y - n0)), (n0 + 1, 1 - (n0 + 1 - y))):
                 inside = (m >= 0) & (m < height) & (k >= 0) & (k < width)
-                rows = np.clip(m, 0, height - 1).astype(np.int64)
-                cols = np.clip(k, 0, width - 1).astype(np.int64)
+                # outside pixels (and a non-finite theta's NaN) read row/column 0, weight 0
+                rows = np.clip(np.nan_to_num(m), 0, height - 1).astype(np.int64)
+                cols = np.clip(np.nan_to_num(k), 0, width - 1).astype(np.int64)
                 # U[i, :, m, k] for each output pixel: (N, HW, C)
                 v += np.where(inside, wm * wk, 0)[..., None] * u[batch, :, rows, cols]
         return (v.transpose(0, 2, 1).reshape(n, channels, out_h, out_w).astype(np.float32),)

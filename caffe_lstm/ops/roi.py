@@ -74,8 +74,9 @@ class PSROIPooling(Op):
                               "fork requires them)", "set spatial_scale, output_dim and "
                               "group_size")
         dim, groups = node.attrs["output_dim"], node.attrs["group_size"]
-        if dim <= 0 or groups <= 0:
-            raise shape_error(node, f"output_dim {dim} and group_size {groups} must be > 0")
+        if dim <= 0 or groups <= 0 or not np.isfinite(node.attrs["spatial_scale"]):
+            raise shape_error(node, f"output_dim {dim} and group_size {groups} must be > 0 and "
+                              f"spatial_scale {node.attrs['spatial_scale']} finite")
         if len(x) != 4 or x[1] != dim * groups * groups:
             raise shape_error(node, f"score maps {x} must be (N, output_dim·group_size² = "
                               f"{dim * groups * groups}, H, W)", "check psroi_pooling_param")
@@ -87,6 +88,9 @@ class PSROIPooling(Op):
     def numpy(ctx, node: Node, x, rois):
         dim, groups = node.attrs["output_dim"], node.attrs["group_size"]
         rois = rois.reshape(rois.shape[0], 5)
+        if not np.isfinite(rois).all():
+            raise ExecutionError("the rois hold NaN or infinite values", node.label,
+                                 "check the rois fed to this layer")
         batch = rois[:, 0].astype(np.int64)            # C's int(): truncation toward zero
         if batch.size and (batch.min() < 0 or batch.max() >= x.shape[0]):
             bad = batch.min() if batch.min() < 0 else batch.max()
