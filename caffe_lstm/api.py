@@ -37,6 +37,7 @@ from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
 from caffe_lstm.ops import get_op, has_facet, recurrent_spec
+from caffe_lstm.ops.plugins import Plugin, load_installed_plugins, load_plugins, loaded_plugins
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
 
@@ -56,7 +57,8 @@ VIA_ROUTES = ("caffe-lstm", "onnx")
 def load(prototxt: str | Path, weights: str | Path | None = None, *,
          outputs: Sequence[str] = (), phase: str = "TEST", stages: Sequence[str] = (),
          shapes: Mapping[str, Sequence[int]] | None = None,
-         allow_unknown_shapes: bool = False) -> Net:
+         allow_unknown_shapes: bool = False, plugins: Sequence[str | Path | type] = (),
+         python_path: str | Path | None = None) -> Net:
     """Reads a Caffe net (and its trained weights) into a shaped ``Net``.
 
     A train/test net is read as its deploy graph: loss, accuracy and Silence layers are dropped
@@ -75,15 +77,30 @@ def load(prototxt: str | Path, weights: str | Path | None = None, *,
             layer leaves open (``--shape NAME:DIMS``).
         allow_unknown_shapes: let net inputs stay unshaped (their values' shapes are None),
             as ``inspect`` shows them; otherwise an unshaped input is an error.
+        plugins: layer types written outside caffe-lstm, loaded before the net is read: ``.py``
+            files, module names or ``Op`` subclasses (docs/plugins.md); installed plugins
+            (entry points ``caffe_lstm.ops``) load by themselves when a type is unknown.
+        python_path: the directory Caffe ``Python`` layers import their module from; user
+            code is imported only when it is given.
 
     Raises:
         CaffeLstmError: an unreadable or invalid net or caffemodel (one-line message).
     """
+    load_plugins(plugins)
     selection = LayerSelection(phase=phase, stages=frozenset(stages))
     loaded = load_net(prototxt, weights, selection=selection, outputs=list(outputs),
-                      shapes=shapes, allow_unknown_shapes=allow_unknown_shapes)
+                      shapes=shapes, allow_unknown_shapes=allow_unknown_shapes,
+                      python_path=python_path)
     return Net(loaded.graph, Path(prototxt), None if weights is None else Path(weights),
                loaded.missing_weights, loaded.notes, loaded.skipped)
+
+
+def plugins(installed: bool = True) -> list[Plugin]:
+    """The plugins loaded so far (``installed``: the installed ones loaded first, as
+    ``inspect`` lists them; one that fails to load is left out there)."""
+    if installed:
+        load_installed_plugins(strict=False)
+    return loaded_plugins()
 
 
 @dataclass
@@ -436,7 +453,7 @@ class Net:
 
         candidates = [("rewritten graph (numpy)", numpy_run)]
         trt_runtime = _runtime_or_none(runtime) if (tensorrt or engine) else None
-        if trt_runtime is None:
+        if trt_runtime is None or (engine is None and _no_tensorrt(report, rewritten()[0])):
             return candidates
         from caffe_lstm.backends.tensorrt.runtime import has_gpu
 
@@ -625,6 +642,20 @@ def _build_plan(runtime, graph: Graph, options, via: str, opset: int) -> bytes:
                              "build fp16 through our emitter (--via caffe-lstm), or fp32 via onnx")
     model, _ = build_model(graph, opset, dict(options.shapes))
     return build_from_onnx(runtime, model.SerializeToString(), options)
+
+
+def _no_tensorrt(report: Verification, graph: Graph) -> bool:
+    """Whether some layer has no TensorRT form (a Python layer, a plugin without the facet):
+    then verify notes it and checks the rest."""
+    from caffe_lstm.backends.tensorrt.emitter import check_emittable
+    from caffe_lstm.errors import UnsupportedLayerError
+
+    try:
+        check_emittable(graph)
+    except UnsupportedLayerError as exc:
+        report.notes.append(f"the TensorRT network is not checked: {exc.what}")
+        return True
+    return False
 
 
 def _executor(graph: Graph):

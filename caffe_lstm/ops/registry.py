@@ -89,6 +89,9 @@ class Op:
     origin: ClassVar[str] = "BVLC Caffe"
     #: What the op does not support, in one sentence ("" when nothing).
     limits: ClassVar[str] = ""
+    #: A plugin's own param message (``param`` not in caffe-lstm's schema): field name ->
+    #: ``ops.plugins.ParamField``, read from the prototxt's text by name. None: no such message.
+    param_fields: ClassVar[dict[str, Any] | None] = None
     #: Why an op has no ``tensorrt`` facet ("" = it has one), for the error listing such nodes.
     tensorrt_missing_reason: ClassVar[str] = ""
     #: Why an op has no ``onnx`` facet ("" = it has one), for the error listing such nodes.
@@ -200,9 +203,10 @@ def missing_facets(op: type[Op]) -> list[str]:
     return [facet for facet in claimed_facets(op) if not has_facet(op, facet)]
 
 
-def register_op(cls: type[Op]) -> type[Op]:
-    """Class decorator: registers ``cls`` under its Caffe type string."""
-    if not cls.type or cls.type in _REGISTRY:
+def register_op(cls: type[Op], *, override: bool = False) -> type[Op]:
+    """Class decorator: registers ``cls`` under its Caffe type string (``override``: replacing
+    the op registered under it; plugins go through ``ops.plugins.register_op``)."""
+    if not cls.type or (cls.type in _REGISTRY and not override):
         raise ValueError(f"op type {cls.type!r} is empty or registered twice")
     if missing := missing_facets(cls):
         raise TypeError(f"op {cls.type} claims facets it does not define: {', '.join(missing)} "
