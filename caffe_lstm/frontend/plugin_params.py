@@ -55,11 +55,21 @@ def plugin_params(op: type[Op], source: SourceLayer, file: str) -> Params:
         text_format.Parse(_placed(entries), wrapper)
     except text_format.ParseError as exc:
         line, column = exc.GetLine(), exc.GetColumn()
-        what = " ".join(str(exc).split(" : ", 1)[-1].split())
+        what = _readable(str(exc), op.param)
         raise ModelLoadError(f"invalid {op.param}: {what}", f"{file}:{line}:{column}",
                              f"{_owner(op)} declares its fields as {_listing(op.param_fields)}"
                              ) from None
     return to_params(getattr(wrapper, op.param))
+
+
+def _readable(message: str, param: str) -> str:
+    """protobuf's message without its location prefix, the quoted line and our generated
+    message names (``caffe_lstm_plugin_0.Params.ModeEnum`` -> the param's name)."""
+    message = message.split(" : ", 1)[-1]
+    if message.startswith("'") and "': " in message:
+        message = message.split("': ", 1)[1]
+    message = re.sub(r"caffe_lstm_plugin_\d+\.Params(\.\w+)*", param, message)
+    return " ".join(message.rstrip(".").split())
 
 
 def _placed(entries: list[UnknownEntry]) -> str:
