@@ -274,7 +274,7 @@ def test_normalize_equals_the_fork_s_forward(which, across_spatial, channel_shar
                                atol=1e-6)
 
 
-# ---- errors ---------------------------------------------------------------------------------------
+# ---- errors ---------------------------------------------------------------------------------
 
 
 def write_plugin(tmp_path: Path, body: str, name: str = "fork_layers.py") -> Path:
