@@ -37,7 +37,8 @@ from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
 from caffe_lstm.ops import get_op, has_facet, recurrent_spec
-from caffe_lstm.ops.plugins import Plugin, load_installed_plugins, load_plugins, loaded_plugins
+from caffe_lstm.ops.plugins import (Plugin, failed_plugins, load_installed_plugins, load_plugins,
+                                   loaded_plugins)
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
 
@@ -97,9 +98,10 @@ def load(prototxt: str | Path, weights: str | Path | None = None, *,
 
 def plugins(installed: bool = True) -> list[Plugin]:
     """The plugins loaded so far (``installed``: the installed ones loaded first, as
-    ``inspect`` lists them; one that fails to load is left out there)."""
+    ``inspect`` lists them, those that fail to load last, with ``Plugin.error``)."""
     if installed:
         load_installed_plugins(strict=False)
+        return loaded_plugins() + failed_plugins()
     return loaded_plugins()
 
 

@@ -443,3 +443,18 @@ def test_register_op_outside_a_plugin_load_keeps_the_strict_checks():
 
     with pytest.raises(TypeError, match="does not define"):
         register_op(Half)
+
+
+def test_inspect_lists_an_installed_plugin_that_fails_with_its_error(tmp_path):
+    site = install_example(tmp_path / "site")
+    info = site / "broken_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[caffe_lstm.ops]\nbroken = broken_plugin\n")
+    (site / "broken_plugin.py").write_text("raise ImportError('needs libfoo')\n")
+    done = cli("inspect", SEQ, path=(site, EXAMPLE))
+    assert done.returncode == 0, done.stderr
+    assert "plugin 'ssd_normalize' (entry point of caffe-lstm-ssd-normalize): Normalize" \
+        in done.stdout
+    assert "plugin 'broken' (entry point of broken-plugin): not loaded: the plugin" in done.stdout
+    assert "needs libfoo" in done.stdout

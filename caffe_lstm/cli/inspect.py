@@ -50,6 +50,9 @@ def _plugin_lines(plugins: list) -> list[str]:
         return []
     lines = ["plugins:"]
     for plugin in plugins:
+        if plugin.error:
+            lines.append(f"  {plugin.label}: not loaded: {plugin.error}")
+            continue
         replaced = f" (replacing the built-in {', '.join(plugin.overrides)})" \
             if plugin.overrides else ""
         lines.append(f"  {plugin.label}: {', '.join(plugin.types)}{replaced}"

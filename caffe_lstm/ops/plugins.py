@@ -110,6 +110,8 @@ class Plugin:
     types: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     distribution: str = ""
+    #: Why it could not be loaded (the error line), for ``inspect``'s listing; "" when loaded.
+    error: str = ""
 
     @property
     def label(self) -> str:
@@ -120,13 +122,14 @@ class Plugin:
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "how": self.how, "module": self.module, "path": self.path,
                 "distribution": self.distribution or None, "types": list(self.types),
-                "overrides": list(self.overrides)}
+                "overrides": list(self.overrides), "error": self.error or None}
 
 
 @dataclass
 class _State:
     loaded: dict[str, Plugin] = field(default_factory=dict)  # key: module name or file path
     installed_done: bool = False
+    failed: list[Plugin] = field(default_factory=list)  # installed ones that did not load
     current: Plugin | None = None  # the plugin whose module is being imported
 
 
@@ -136,6 +139,11 @@ _STATE = _State()
 def loaded_plugins() -> list[Plugin]:
     """The plugins loaded so far, in load order."""
     return list(_STATE.loaded.values())
+
+
+def failed_plugins() -> list[Plugin]:
+    """The installed plugins that failed to load (``Plugin.error`` says why)."""
+    return list(_STATE.failed)
 
 
 def plugin_of(op_type: str) -> Plugin | None:
@@ -185,7 +193,7 @@ def _admit(cls: type[Op], plugin: Plugin, override: bool) -> type[Op]:
         raise PluginError(f"the {plugin.label} defines layer type '{cls.type}', which {has} "
                           "already defines", plugin.path or plugin.module,
                           "register it with register_op(override=True) to replace it on purpose")
-    if cls.origin == Op.origin:
+    if not any("origin" in vars(c) for c in cls.__mro__ if c is not Op):
         cls.origin = f"plugin {plugin.name}"
     _complete(cls, plugin)
     _attribute_errors(cls, plugin)
@@ -313,28 +321,35 @@ def load_installed_plugins(strict: bool = True) -> list[Plugin]:
     plugin that fails to load instead of raising."""
     if not _STATE.installed_done:
         _STATE.installed_done = True
+        _STATE.failed = []
         for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             try:
                 _load_entry_point(entry)
-            except PluginError:
+            except PluginError as exc:
                 if strict:
                     _STATE.installed_done = False
                     raise
+                _STATE.failed.append(_entry_plugin(entry, error=exc.line()))
     return [p for p in _STATE.loaded.values() if p.how == "entry point"]
 
 
 def _load_entry_point(entry: importlib.metadata.EntryPoint) -> Plugin:
-    module = entry.value.split(":", 1)[0].strip()
+    plugin = _entry_plugin(entry)
+    module = plugin.module
     if module in _STATE.loaded:
         return _STATE.loaded[module]
-    dist = getattr(entry, "dist", None)
-    plugin = Plugin(entry.name, "entry point", module,
-                    distribution=dist.metadata["Name"] if dist is not None else "")
     with _loading(plugin, module):
         loaded = entry.load()
         if isinstance(loaded, type) and issubclass(loaded, Op):
             register_op(loaded)
     return plugin
+
+
+def _entry_plugin(entry: importlib.metadata.EntryPoint, error: str = "") -> Plugin:
+    dist = getattr(entry, "dist", None)
+    name = (dist.metadata["Name"] if dist is not None else None) or ""
+    return Plugin(entry.name, "entry point", entry.value.split(":", 1)[0].strip(),
+                  distribution=name, error=error)
 
 
 def _load_module(name: str) -> Plugin:
@@ -426,7 +441,7 @@ def isolated() -> Iterator[None]:
     plugins)."""
     global _STATE
     snapshot, state = dict(registry._REGISTRY), _STATE
-    _STATE = _State(dict(state.loaded), state.installed_done)
+    _STATE = _State(dict(state.loaded), state.installed_done, list(state.failed))
     try:
         yield
     finally:
