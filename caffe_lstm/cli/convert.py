@@ -10,7 +10,7 @@ import click
 
 from caffe_lstm import api
 from caffe_lstm.api import Profile
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, parse_static_shape,
                                     pass_options, remember_static_shapes, selection_options,
                                     weights_option)

@@ -8,7 +8,7 @@ import click
 import numpy as np
 
 from caffe_lstm import api
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
                                     pass_options, selection_options, state_option,
                                     weights_option)
