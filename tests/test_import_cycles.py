@@ -156,3 +156,25 @@ def test_the_tensorrt_walker_and_the_cli_group_are_no_circle():
         "caffe_lstm.backends.tensorrt.context"]
     assert not any("caffe_lstm.cli" in graph[module] for module in graph
                    if module.startswith("caffe_lstm.cli."))
+
+
+# ---- every top-level module is in a layer of [tool.importlinter] -----------------------------
+
+
+def _layered_modules() -> set[str]:
+    from tests.project import pyproject
+
+    contracts = pyproject()["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
+    return {name.strip().strip("()") for layer in layers for name in layer.split("|")}
+
+
+def test_every_top_level_module_is_in_a_layer():
+    """The layers contract places every module and package of ``caffe_lstm`` (but ``proto``,
+    the generated protobuf code, and ``__main__``, which runs the cli), so an upward import
+    from any of them is refused."""
+    top_level = {f"caffe_lstm.{path.stem}" for path in PACKAGE.glob("*.py")}
+    top_level |= {f"caffe_lstm.{path.parent.name}" for path in PACKAGE.glob("*/__init__.py")}
+    unplaced = top_level - _layered_modules() - {
+        "caffe_lstm.__init__", "caffe_lstm.__main__", "caffe_lstm.proto"}
+    assert not unplaced, f"in no layer of pyproject.toml: {sorted(unplaced)}"
