@@ -9,11 +9,12 @@ from pathlib import Path
 import click
 
 from caffe_lstm import api
-from caffe_lstm.api import Profile
 from caffe_lstm.cli import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, parse_static_shape,
                                     pass_options, remember_static_shapes, selection_options,
                                     weights_option)
+from caffe_lstm.cli.requires import require_tensorrt
+from caffe_lstm.options import Profile
 
 
 def parse_shape(text: str) -> tuple[str, Profile]:
@@ -95,7 +96,7 @@ def convert(options: GlobalOptions, net: Path, weights: Path, output: Path, runt
             fp16: bool, shapes: dict, recurrent_state: str, unroll: bool, via: str, opset: int,
             outputs: str, phase: str, stages: tuple[str, ...]) -> None:
     """Build a serialized TensorRT engine; the recurrence stays inside it (one ILoop per layer)."""
-    api.require_tensorrt(runtime)  # a missing runtime fails before the net is read
+    require_tensorrt(runtime)  # a missing runtime fails before the net is read
     engine = load(net, weights, outputs, phase, stages).build_engine(
         output, runtime=runtime, fp16=fp16, shapes=shapes, state=recurrent_state, unroll=unroll,
         via=via, opset=opset, verbosity=options.verbose,

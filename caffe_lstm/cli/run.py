@@ -7,11 +7,11 @@ from pathlib import Path
 import click
 import numpy as np
 
-from caffe_lstm import api
 from caffe_lstm.cli import cli
 from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
                                     pass_options, selection_options, state_option,
                                     weights_option)
+from caffe_lstm.cli.requires import require_onnxruntime
 from caffe_lstm.files import save_npz
 
 
@@ -51,7 +51,7 @@ def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: s
     if onnx_model is not None and backend != "onnxruntime":
         raise click.UsageError("--onnx goes with --backend onnxruntime")
     if backend == "onnxruntime":
-        api.require_onnxruntime()  # a missing onnxruntime fails before the net is read
+        require_onnxruntime()  # a missing onnxruntime fails before the net is read
     loaded = load(net, weights, outputs, phase, stages)
     if backend == "tensorrt":
         results = loaded.run_engine(engine, inputs_path, seed=seed, state=recurrent_state,
