@@ -36,19 +36,13 @@ from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
 from caffe_lstm.ops import get_op, has_facet, recurrent_spec
-from caffe_lstm.options import Profile
+from caffe_lstm.options import DEFAULT_OPSET, LstmOp, Profile, Route, Runtime, State
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
 
 #: Input arrays: a mapping by Caffe blob name, or the path of an .npz holding them.
 Inputs = Mapping[str, np.ndarray] | str | Path | None
 
-STATE_MODES = ("zero", "io")
-#: How ``export_onnx`` writes a recurrent layer: one Scan, or ONNX's own LSTM/RNN operator.
-LSTM_OPS = ("scan", "native")
-#: The routes ``build_engine`` takes to a TensorRT network: our emitter, or the ONNX export
-#: read by TensorRT's own OnnxParser.
-VIA_ROUTES = ("caffe-lstm", "onnx")
 
 
 def load(prototxt: str | Path, weights: str | Path | None = None, *,
@@ -164,7 +158,7 @@ class Net:
         return {**random_feeds(self.graph, seed), **zero_states(self.graph, {})}
 
     def run(self, inputs: Inputs = None, *, seed: int = 0, original: bool = False,
-            state: str = "zero") -> dict[str, np.ndarray]:
+            state: State | str = "zero") -> dict[str, np.ndarray]:
         """One Caffe Forward call on the CPU with numpy; returns every output by name.
 
         Args:
@@ -172,21 +166,23 @@ class Net:
                 from ``seed``. Dims may differ from the prototxt's (another T or N).
             original: execute the recurrent layers from their equations instead of the
                 rewritten graph.
-            state: ``"zero"`` (start from zero state) or ``"io"`` (states are inputs and
-                outputs, see ``with_state_io``).
+            state: ``"zero"`` (start from zero state), ``"io"`` (states are inputs and
+                outputs, see ``with_state_io``) or ``"auto"`` (io when a cont could be 1 at
+                t = 0); a ``State`` or its value.
         """
         net = self._stated(state)
         graph, feeds = net._fed_graph(inputs, seed)
         return _executor(graph if original else _rewrite(graph)).run(feeds)
 
     def run_engine(self, engine: str | Path, inputs: Inputs = None, *, seed: int = 0,
-                   state: str = "zero", runtime: str = "auto") -> dict[str, np.ndarray]:
+                   state: State | str = "zero", runtime: Runtime | str = "auto"
+                   ) -> dict[str, np.ndarray]:
         """Runs a built engine on a GPU (through Polygraphy) on the same inputs ``run`` takes."""
         _, feeds = self._stated(state)._fed_graph(inputs, seed)
         return run_engine(engine, feeds, runtime=runtime)
 
     def verify(self, inputs: Inputs = None, *, seed: int = 0, engine: str | Path | None = None,
-               runtime: str = "auto", fp16: bool = False, tensorrt: bool = True,
+               runtime: Runtime | str = "auto", fp16: bool = False, tensorrt: bool = True,
                atol: float = 1e-5, rtol: float = 1e-4,
                onnxruntime: bool | None = None) -> Verification:
         """Compares the recurrent equations, output by output, with the rewritten graph, the
@@ -196,7 +192,8 @@ class Net:
         graph, feeds = self._fed_graph(inputs, seed)
         reference = _executor(graph).run(feeds)
         report = Verification(atol, rtol)
-        candidates = self._candidates(report, feeds, engine, runtime, fp16, tensorrt)
+        candidates = self._candidates(report, feeds, engine, Runtime.parse(runtime, "runtime"),
+                                      fp16, tensorrt)
         if _wants_onnxruntime(onnxruntime):
             candidates += self._onnx_candidate(report, feeds, required=bool(onnxruntime))
         for title, candidate in candidates:
@@ -232,11 +229,11 @@ class Net:
                 written.append(caffemodel)
         return written
 
-    def build_engine(self, path: str | Path | None = None, *, runtime: str = "auto",
+    def build_engine(self, path: str | Path | None = None, *, runtime: Runtime | str = "auto",
                      fp16: bool = False, shapes: Mapping[str, Profile] | None = None,
-                     state: str = "auto", unroll: bool = False, verbosity: int = 0,
+                     state: State | str = "auto", unroll: bool = False, verbosity: int = 0,
                      progress: Callable[[str, int, int], None] | None = None,
-                     via: str = "caffe-lstm", opset: int = 17) -> Engine:
+                     via: Route | str = "caffe-lstm", opset: int = DEFAULT_OPSET) -> Engine:
         """Builds a serialized TensorRT engine with the recurrence inside (one ILoop per layer).
 
         Args:
@@ -257,18 +254,16 @@ class Net:
         from caffe_lstm.backends.tensorrt.build import BuildOptions
         from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
-        if via not in VIA_ROUTES:
-            raise CaffeLstmError(f"unknown route '{via}'", "--via",
-                                 f"use one of {', '.join(VIA_ROUTES)}")
-        trt_runtime = load_runtime(runtime)
+        route = Route.parse(via, "via")
+        trt_runtime = load_runtime(Runtime.parse(runtime, "runtime").value)
         self._require_weights("build an engine")
-        net = self._stated(_resolve_state(state, self.needs_state_io))
+        net = self._stated(state)
         profiles = checked_profiles(net.graph, shapes)
         graph = _rewrite(net.graph, unroll)
         options = BuildOptions(fp16=fp16, shapes=profiles, verbosity=verbosity, progress=progress)
         started = time.perf_counter()
         with maybe_atomic(path) as tmp:
-            plan = _build_plan(trt_runtime, graph, options, via, opset)
+            plan = _build_plan(trt_runtime, graph, options, route, opset)
             if tmp is not None:
                 tmp.write_bytes(plan)
         return Engine(plan, trt_runtime.name, fp16, [v.name for v in graph.inputs],
@@ -276,9 +271,9 @@ class Net:
 
     # ---- ONNX: export and onnxruntime -----------------------------------------------------------
 
-    def export_onnx(self, path: str | Path | None, *, opset: int = 17,
+    def export_onnx(self, path: str | Path | None, *, opset: int = DEFAULT_OPSET,
                     shapes: Mapping[str, Profile] | None = None,
-                    state: str = "auto", lstm_op: str = "scan") -> OnnxExport:
+                    state: State | str = "auto", lstm_op: LstmOp | str = "scan") -> OnnxExport:
         """Writes the rewritten net as an ONNX model: each recurrent layer one ``Scan``, its
         input projection one MatMul before it, inputs and outputs named after the Caffe blobs
         (``lstm_op="native"``: ONNX's own LSTM/RNN operator instead, where it is exact).
@@ -299,7 +294,7 @@ class Net:
         from caffe_lstm.backends.onnx.exporter import build_model, check_opset, save_model
 
         check_opset(opset)
-        _check_lstm_op(lstm_op)
+        lstm_op = LstmOp.parse(lstm_op, "lstm_op")
         self._require_weights("export to ONNX")
         graph, profiles = self._onnx_graph(shapes, state, lstm_op)
         # written to a file, the large weights go from the caffemodel's memory map to the file
@@ -311,11 +306,12 @@ class Net:
                           len(model.graph.node),
                           model.SerializeToString() if path is None else None)
 
-    def run_onnxruntime(self, inputs: Inputs = None, *, seed: int = 0, state: str = "zero",
+    def run_onnxruntime(self, inputs: Inputs = None, *, seed: int = 0,
+                        state: State | str = "zero",
                         model: str | Path | None = None) -> dict[str, np.ndarray]:
         """Runs the net with onnxruntime on the inputs ``run`` takes: the model file ``model``
         (from ``export_onnx``), or the net exported in memory for these inputs' shapes."""
-        from caffe_lstm.backends.onnx.exporter import DEFAULT_OPSET, build_model
+        from caffe_lstm.backends.onnx.exporter import build_model
         from caffe_lstm.backends.onnx.runtime import require_onnxruntime, run_model
 
         require_onnxruntime()
@@ -325,20 +321,19 @@ class Net:
             return run_model(Path(model), feeds, str(model))
         fed = Net(graph, self.prototxt, self.weights, list(self.missing_weights))
         fed._require_weights("run with onnxruntime")
-        onnx_graph, profiles = fed._onnx_graph(None, "zero")    # io: already in
+        onnx_graph, profiles = fed._onnx_graph(None, State.ZERO)    # io: already in
         # the large weights go to onnxruntime from the caffemodel's memory map (no protobuf)
         model, streamed = build_model(onnx_graph, DEFAULT_OPSET, profiles, stream=True)
         return run_model(model, feeds, streamed=streamed)
 
-    def _onnx_graph(self, shapes: Mapping[str, Profile] | None, state: str,
-                    lstm_op: str = "scan") -> tuple[Graph, dict[str, Profile]]:
-        """The rewritten graph to export (with --state io's inputs and outputs when asked) and
+    def _onnx_graph(self, shapes: Mapping[str, Profile] | None, state: State | str,
+                    lstm_op: LstmOp = LstmOp.SCAN) -> tuple[Graph, dict[str, Profile]]:
+        """The rewritten graph to export (with the state inputs and outputs when asked) and
         the shape profiles checked against its layers. ``lstm_op="native"``: the layers whose
         op has an ``onnx`` facet (the recurrent ones: ONNX's own operators) stay whole."""
-        net = self._stated("io" if state == "auto" and self.needs_state_io else
-                           ("zero" if state == "auto" else state))
+        net = self._stated(state)
         profiles = checked_profiles(net.graph, shapes)
-        if lstm_op == "native":
+        if lstm_op is LstmOp.NATIVE:
             return run_passes(net.graph, DEFAULT_PIPELINE, keep=_has_onnx_form), profiles
         return _rewrite(net.graph), profiles
 
@@ -398,10 +393,12 @@ class Net:
 
     # ---- helpers --------------------------------------------------------------------------------
 
-    def _stated(self, state: str) -> Net:
-        if state not in STATE_MODES:
-            raise CaffeLstmError(f"state must be one of {', '.join(STATE_MODES)}, not {state!r}")
-        return self.with_state_io() if state == "io" else self.copy()
+    def _stated(self, state: State | str) -> Net:
+        """A copy, with the states as inputs and outputs when ``state`` (resolved) is io."""
+        state = State.parse(state, "state")
+        if state is State.AUTO:
+            state = state.resolve(self.needs_state_io)
+        return self.with_state_io() if state is State.IO else self.copy()
 
     def _fed_graph(self, inputs: Inputs, seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
         """A copy of the graph shaped for the inputs, and the inputs (random without any)."""
@@ -414,7 +411,7 @@ class Net:
                                       source)
 
     def _candidates(self, report: Verification, feeds: dict, engine: str | Path | None,
-                    runtime: str, fp16: bool, tensorrt: bool) -> list[tuple[str, Callable]]:
+                    runtime: Runtime, fp16: bool, tensorrt: bool) -> list[tuple[str, Callable]]:
         """(title, run) for each implementation to compare with the equations."""
         def rewritten() -> tuple[Graph, dict]:
             graph, fed = self._fed_graph(feeds, 0)
@@ -520,13 +517,13 @@ class Engine:
 
 
 def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,
-               runtime: str = "auto") -> dict[str, np.ndarray]:
+               runtime: Runtime | str = "auto") -> dict[str, np.ndarray]:
     """Runs a serialized engine once on a GPU, through NVIDIA Polygraphy's TrtRunner; inputs
     it lacks (the states of ``state="io"``) are zeros. Needs ``pip install 'caffe-lstm[gpu]'``."""
     from caffe_lstm.backends.tensorrt.engine import run_engine as run
     from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
-    return run(load_runtime(runtime), engine, inputs)
+    return run(load_runtime(Runtime.parse(runtime, "runtime").value), engine, inputs)
 
 
 # ---- module helpers ------------------------------------------------------------------------------
@@ -550,19 +547,12 @@ def _onnx_dims(infos) -> dict[str, tuple[int | str, ...]]:
                              for d in info.type.tensor_type.shape.dim) for info in infos}
 
 
-def _resolve_state(state: str, needs_io: bool) -> str:
-    """``auto``: io when some cont could be non-zero at t = 0, else zero."""
-    if state == "auto":
-        return "io" if needs_io else "zero"
-    return state
-
-
-def _build_plan(runtime, graph: Graph, options, via: str, opset: int) -> bytes:
+def _build_plan(runtime, graph: Graph, options, via: Route, opset: int) -> bytes:
     """The plan of the rewritten ``graph``, through our emitter or through ONNX and TensorRT's
     parser (the model carries the precision: fp16 as explicit casts)."""
     from caffe_lstm.backends.tensorrt.build import build_engine
 
-    if via == "caffe-lstm":
+    if via is Route.CAFFE_LSTM:
         return build_engine(runtime, graph, options)
     from caffe_lstm.backends.onnx.exporter import build_model, check_opset
     from caffe_lstm.backends.tensorrt.onnx_route import build_from_onnx
@@ -591,23 +581,17 @@ def _has_onnx_form(node: Node) -> bool:
     return has_facet(get_op(node.op), "onnx")
 
 
-def _check_lstm_op(lstm_op: str) -> None:
-    if lstm_op not in LSTM_OPS:
-        raise CaffeLstmError(f"lstm_op {lstm_op!r} is not one of {', '.join(LSTM_OPS)}",
-                             "--lstm-op", "scan: one Scan per layer; native: ONNX's LSTM/RNN")
-
-
 def _arrays(inputs: Mapping[str, np.ndarray] | str | Path) -> dict[str, np.ndarray]:
     return load_npz(inputs) if isinstance(inputs, (str, Path)) else dict(inputs)
 
 
-def _runtime_or_none(choice: str):
+def _runtime_or_none(choice: Runtime):
     from caffe_lstm.backends.tensorrt.runtime import BackendUnavailableError, load_runtime
 
     try:
-        return load_runtime(choice)
+        return load_runtime(choice.value)
     except BackendUnavailableError:
-        if choice != "auto":
+        if choice is not Runtime.AUTO:
             raise
         return None
 

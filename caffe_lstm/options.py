@@ -47,6 +47,9 @@ class Choice(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    # Equal to its value, so hashed as its value: a member finds its value's dict entries.
+    __hash__ = str.__hash__
+
     @classmethod
     def parse(cls: type[_C], value: str | Choice, param: str) -> _C:
         """The member named ``value``; an unknown one is an error naming the API parameter
