@@ -14,7 +14,8 @@ Two readings of junhyukoh's schema (lstm_param.num_output), told apart per layer
   x (T, N, ...) with I = count(2), top (T, N, H), clip (T, N). Every other x of 3 or more
   axes (where N = 1 and no clip the two differ only in the top's shape).
 
-And fanchenyou/deepdiary's (lstm_param.hidden_size): rows of width H, T = sequence_len + 1.
+MyCaffe's LSTMSimple (a port of junhyukoh's layer) always reads rows. And
+fanchenyou/deepdiary's (lstm_param.hidden_size): rows of width H, T = sequence_len + 1.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from caffe_lstm.ir.graph import Node, Shape
 from caffe_lstm.ops.recurrent.rules import (check_exact, check_num_output, check_top_count,
                                             check_x)
-from caffe_lstm.ops.registry import count, shape_error
+from caffe_lstm.ops.registry import count, get_op, shape_error
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def reads_rows(node: Node, shapes: tuple[Shape, ...]) -> bool:
     needs count(x, 2). (batch_size alone does not decide: caffe_ocr's and CTPN's nets write
     it too, and their layer ignores it.)"""
     x = shapes[0]
-    if len(x) <= 2:
+    if len(x) <= 2 or getattr(get_op(node.op), "rows_only", False):
         return True
     if len(shapes) == 2 and count(shapes[1]) == x[0] != x[0] * x[1]:
         return True

@@ -264,6 +264,8 @@ class Lstm(Op):
     """
 
     type = "Lstm"
+    #: Whether the layer always reads junhyukoh's rows (fork_rules), never time-major.
+    rows_only: ClassVar[bool] = False
     limits = ("the fork tests clip ≠ 0 where this multiplies by clip (the same for clips of "
               "0 and 1); with a clip bottom the fork carries the previous call's state in, "
               "here each call starts from zeros (exact where clip_0 = 0)")
@@ -316,6 +318,27 @@ class Lstm(Op):
         zeros = np.zeros((v.batch, v.hidden))
         h, _, _ = run_lstm(x_proj, clip, zeros, zeros, LstmWeights(w_x, b, w_h), LstmVariant())
         return as_float32(h.reshape(v.steps * v.batch, v.hidden) if v.flat else h)
+
+
+@register_op
+class LSTMSimple(Lstm):
+    """MyCaffe's LSTMSimple (lstm_simple_param: num_output H, batch_size N): a port of
+    junhyukoh's Lstm with its Reshape (x is T·N rows of I = count / num, top (T·N, H), a clip
+    of T·N values) and its blobs W_x (4H, I), W_h (4H, H), b (4H); so the same op, read with
+    the rows reading always. enable_clockwork_forgetgate_bias only fills the bias at
+    initialisation, clipping_threshold only clips gradients: both are ignored."""
+
+    type = "LSTMSimple"
+    origin = ("MyCaffe/MyCaffe@4245eef (LSTMSimpleLayer.cs: LayerSetUp, Reshape and blobs of "
+              "junhyukoh/caffe-lstm's Lstm, whose Forward its lstm_fwd kernel ports)")
+    limits = ("the clip is multiplied in, where the fork tests clip ≠ 0 (the same for 0 and 1); "
+              "each call starts from zeros (exact where clip_0 = 0)")
+    param = "lstm_simple_param"
+    rows_only = True
+
+    @staticmethod
+    def parse(ctx, p):
+        return {"num_output": p.num_output, "batch_size": p.batch_size}
 
 
 def _fresh_clip(steps: int, batch: int) -> np.ndarray:
