@@ -78,10 +78,10 @@ def test_convert_and_export_write_their_files(tmp_path):
      "lstm_simple_param { num_output: 3 batch_size: 4 }", "N = batch_size = 4"),
     ("lstm_param { num_output: 4 batch_size: 2 }", "lstm_param { num_output: 4 batch_size: 3 }",
      "N = batch_size = 3"),
-    ('name: "unit1" type: "LstmUnit" bottom: "h_last" bottom: "memory" top: "u1_h" top: "u1_c"\n'
-     '  lstm_unit_param { num_cells: 4 }',
-     'name: "unit1" type: "LstmUnit" bottom: "h_last" bottom: "memory" top: "u1_h" top: "u1_c"\n'
-     '  lstm_unit_param { num_cells: 5 }', "memory must be (N, C) = (2, 5)"),
+    (('name: "unit1" type: "LstmUnit" bottom: "h_last" bottom: "memory" top: "u1_h" top: "u1_c"\n'
+      '  lstm_unit_param { num_cells: 4 }'),
+     ('name: "unit1" type: "LstmUnit" bottom: "h_last" bottom: "memory" top: "u1_h" top: "u1_c"\n'
+      '  lstm_unit_param { num_cells: 5 }'), "memory must be (N, C) = (2, 5)"),
 ])
 def test_bad_fork_fields_end_in_one_line_and_no_file(tmp_path, old, new, message):
     text = NET.read_text()
