@@ -33,7 +33,6 @@ import importlib
 import importlib.metadata
 import importlib.util
 import sys
-import traceback
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +42,8 @@ from typing import Any
 from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Node
 from caffe_lstm.ops import registry
-from caffe_lstm.ops.registry import FACETS, Op, claimed_facets, get_op, has_facet
+from caffe_lstm.ops.registry import (FACETS, Op, claimed_facets, get_op, has_facet,
+                                     restore_registry, snapshot_registry)
 
 #: The entry-point group installed plugins declare (``[project.entry-points."caffe_lstm.ops"]``).
 ENTRY_POINT_GROUP = "caffe_lstm.ops"
@@ -266,17 +266,24 @@ def _guarded(function: Callable, plugin: Plugin, op_type: str, facet: str) -> Ca
 
 
 def failure(exc: BaseException, files: Sequence[str]) -> str:
-    """``KeyError: 'x' (module foo.ops, /path/foo/ops.py:23)``: the exception and the
-    innermost frame inside ``files`` (files or directories), else the innermost frame."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    """``KeyError: 'x' (/path/foo/ops.py:23, in numpy, module foo.ops)``: the exception and
+    the innermost frame inside ``files`` (files or directories), else the innermost frame."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
     roots = [Path(f).resolve() for f in files if f]
-    inside = [frame for frame in frames if _under(frame.filename, roots)]
-    frame = (inside or frames or [None])[-1]
+    inside = [t for t in frames if _under(t.tb_frame.f_code.co_filename, roots)]
     text = " ".join(str(exc).split())
     text = f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
-    if frame is None:
+    if not (inside or frames):
+        if isinstance(exc, SyntaxError) and exc.filename:  # raised before any frame ran
+            return f"{text} ({exc.filename}:{exc.lineno})"
         return text
-    return f"{text} ({frame.filename}:{frame.lineno}, in {frame.name})"
+    frame = (inside or frames)[-1]
+    code, module = frame.tb_frame.f_code, frame.tb_frame.f_globals.get("__name__", "?")
+    return f"{text} ({code.co_filename}:{frame.tb_lineno}, in {code.co_name}, module {module})"
 
 
 def _under(filename: str, roots: Sequence[Path]) -> bool:
@@ -401,7 +408,7 @@ def _class_plugin(cls: type) -> Plugin:
 def _loading(plugin: Plugin, key: str) -> Iterator[None]:
     """Imports under ``plugin``: its registrations are admitted as its; a failure becomes one
     PluginError and leaves nothing registered."""
-    snapshot, outer = dict(registry._REGISTRY), _STATE.current
+    snapshot, outer = snapshot_registry(), _STATE.current
     _STATE.current = plugin
     try:
         yield
@@ -410,8 +417,7 @@ def _loading(plugin: Plugin, key: str) -> Iterator[None]:
                               plugin.module, f"decorate its Op subclasses with @register_op, "
                               f"see {DOC}")
     except BaseException as exc:
-        registry._REGISTRY.clear()
-        registry._REGISTRY.update(snapshot)
+        restore_registry(snapshot)
         if plugin.how == "file":
             sys.modules.pop(plugin.module, None)
         if isinstance(exc, CaffeLstmError) or not isinstance(exc, Exception):
@@ -440,12 +446,11 @@ def isolated() -> Iterator[None]:
     """Restores the registry and the loaded plugins on exit (tests, notebooks trying
     plugins)."""
     global _STATE
-    snapshot, state = dict(registry._REGISTRY), _STATE
+    snapshot, state = snapshot_registry(), _STATE
     _STATE = _State(dict(state.loaded), state.installed_done, list(state.failed))
     try:
         yield
     finally:
-        registry._REGISTRY.clear()
-        registry._REGISTRY.update(snapshot)
+        restore_registry(snapshot)
         _STATE = state
 

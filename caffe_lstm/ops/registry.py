@@ -238,6 +238,17 @@ def register_op(cls: type[Op], *, override: bool = False) -> type[Op]:
     return cls
 
 
+def snapshot_registry() -> dict[str, type[Op]]:
+    """A copy of the registry, for ``restore_registry`` (a plugin load that fails, tests)."""
+    return dict(_REGISTRY)
+
+
+def restore_registry(snapshot: dict[str, type[Op]]) -> None:
+    """The registry as ``snapshot_registry`` found it."""
+    _REGISTRY.clear()
+    _REGISTRY.update(snapshot)
+
+
 def get_op(op_type: str) -> type[Op] | None:
     """The op class registered under ``op_type``, or None."""
     return _REGISTRY.get(op_type)
