@@ -559,8 +559,9 @@ def _build_plan(runtime, graph: Graph, options, via: Route, opset: int) -> bytes
 
     check_opset(opset)
     if options.fp16:
-        raise CaffeLstmError("--fp16 is not available through the ONNX route yet", "--via onnx",
-                             "build fp16 through our emitter (--via caffe-lstm), or fp32 via onnx")
+        raise CaffeLstmError("fp16=True is not available through the ONNX route yet",
+                             "via='onnx'",
+                             "build fp16 through our emitter (via='caffe-lstm'), or fp32 via onnx")
     model, _ = build_model(graph, opset, dict(options.shapes))
     return build_from_onnx(runtime, model.SerializeToString(), options)
 

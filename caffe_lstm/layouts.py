@@ -412,16 +412,16 @@ def layout_layer(graph: Graph, name: str, where: str) -> Node:
     hint = (f"the LSTM layers of this net: {', '.join(able)}" if able
             else "this net has no LSTM layer")
     if node is None:
-        raise CaffeLstmError(f"--layer: the net has no LSTM layer named '{name}'", where, hint)
+        raise CaffeLstmError(f"layer=: the net has no LSTM layer named '{name}'", where, hint)
     if not has_layouts(node):
-        raise CaffeLstmError("--layer must name an LSTM layer", node.label, hint)
+        raise CaffeLstmError("layer= must name an LSTM layer", node.label, hint)
     return node
 
 
 def layout_named(name: str) -> type[Layout]:
     """The layout called ``name`` (a key of LAYOUTS), or a one-line error listing them."""
     if name not in LAYOUTS:
-        raise CaffeLstmError(f"unknown layout '{name}'", "--layout",
+        raise CaffeLstmError(f"unknown layout '{name}'", "layout=",
                              f"use one of {', '.join(LAYOUTS)}")
     return LAYOUTS[name]
 

@@ -35,7 +35,7 @@ def check_fork_fields(layers: Sequence[SourceLayer], file: str) -> None:
                 f"recurrent_param.num_layers is {layer.recurrent_param.num_layers}: a stack of "
                 "recurrent layers in one layer is not implemented", where,
                 "write the stack as one layer per level (num_layers 1, each with its own "
-                "blobs), or cut the layer off with --outputs")
+                "blobs), or cut the layer off with outputs=")
         indicator = layer.continuation_indicator_param
         if layer.HasField("continuation_indicator_param") and indicator.axis != 0:
             raise UnsupportedLayerError(
@@ -43,5 +43,4 @@ def check_fork_fields(layers: Sequence[SourceLayer], file: str) -> None:
                 "the fork that writes this field says what it selects (jolibrain's ncnn port "
                 "reads it and ignores it); only axis 0, the time-major (time_step, batch_size) "
                 "top, is implemented", where,
-                "drop the field, or implement the fork's layer as a plugin (--plugin, "
-                "docs/plugins.md)")
+                "drop the field, or implement the fork's layer as a plugin (docs/plugins.md)")

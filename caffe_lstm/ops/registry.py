@@ -248,7 +248,7 @@ def check_facet(graph: Graph, facet: str, refusal: str) -> None:
             for op, names in missing.items())
         raise UnsupportedLayerError(f"{refusal}: {listing}",
                                     "the rewritten graph",
-                                    "cut them off with --outputs, or report the layer type")
+                                    "cut them off with outputs=, or report the layer type")
 
 
 def canonical_axis(node: Node, axis: int, rank: int, what: str = "axis") -> int:

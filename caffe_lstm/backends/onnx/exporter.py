@@ -48,7 +48,7 @@ def import_module(name: str) -> Any:
 def check_opset(opset: int) -> None:
     """Refuses an opset outside [MIN_OPSET, MAX_OPSET] in one line."""
     if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise CaffeLstmError(f"ONNX opset {opset} is not supported", "--opset",
+        raise CaffeLstmError(f"ONNX opset {opset} is not supported", "opset=",
                              f"use an opset from {MIN_OPSET} to {MAX_OPSET} "
                              f"(default {DEFAULT_OPSET})")
 
@@ -62,8 +62,8 @@ def check_exportable(graph: Graph) -> None:
     if refused:  # the recurrent layers left whole for ONNX's own operators (--lstm-op native)
         listing = "; ".join(f"{node.label}: {reason}" for node, reason in refused)
         raise UnsupportedLayerError(
-            f"ONNX's own recurrent operator cannot compute exactly {listing}", "--lstm-op native",
-            "export with --lstm-op scan (the default), whose Scan keeps Caffe's semantics")
+            f"ONNX's own recurrent operator cannot compute exactly {listing}", "lstm_op='native'",
+            "export with lstm_op='scan' (the default), whose Scan keeps Caffe's semantics")
 
 
 # ---- symbolic dims ------------------------------------------------------------------------------

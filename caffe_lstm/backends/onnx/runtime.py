@@ -57,7 +57,7 @@ def run_model(model: str | Path | bytes | Any, feeds: Mapping[str, np.ndarray],
     except Exception as exc:
         raise ExecutionError(f"onnxruntime failed ({_first_line(exc)})", source,
                              "check the input shapes against those the model was exported "
-                             "for (export with --shape to make T and N vary)") from None
+                             "for (export with shapes= to make T and N vary)") from None
     return {o.name: np.asarray(r, dtype=np.float32)
             for o, r in zip(session.get_outputs(), results)}
 
@@ -97,7 +97,7 @@ def _check_feeds(names: list[str], feeds: Mapping[str, np.ndarray], source: str)
             f"the model has no input {', '.join(extra)}" if extra else "") if part)
         raise ExecutionError(f"the inputs do not fit the model's inputs {', '.join(names)}: "
                              f"{found}", source,
-                             "use the --state the model was exported with (io adds the "
+                             "use the state= the model was exported with (io adds the "
                              "<layer>/h_0, c_0 inputs)")
 
 
