@@ -96,6 +96,11 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
             np.savez(stream, **arrays)
 
 
+def arrays_from(source: Mapping[str, np.ndarray] | str | Path) -> dict[str, np.ndarray]:
+    """Arrays by name: from a mapping, or read from the .npz file ``source`` names."""
+    return load_npz(source) if isinstance(source, (str, Path)) else dict(source)
+
+
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:
     """Reads every array of an .npz file (no pickled objects).
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 from pathlib import Path
 
@@ -97,8 +98,6 @@ def test_every_phrase_the_cli_translates_is_still_written_in_the_library():
 
 
 def test_every_translated_parameter_is_an_api_parameter_and_a_cli_flag():
-    import inspect
-
     params = set()
     for function in (caffe_lstm.load, *[getattr(caffe_lstm.Net, name)
                                         for name in dir(caffe_lstm.Net)
@@ -191,3 +190,106 @@ def test_each_shared_option_is_declared_once_in_the_cli():
                         for flag in ("--runtime", "--state", "--opset", "--shape")}
     assert "__click_params__" not in "".join(
         path.read_text(encoding="utf-8") for path in (PACKAGE / "cli").glob("*.py"))
+
+
+# ---- a net with nothing to compute --------------------------------------------------------------
+
+NO_LAYERS = 'name: "empty"\ninput: "data"\ninput_shape { dim: 2 dim: 3 }\n'
+ONE_RELU = ('name: "relu"\n'
+            'layer { name: "data" type: "Input" top: "data"\n'
+            '  input_param { shape { dim: 2 dim: 3 } } }\n'
+            'layer { name: "r" type: "ReLU" bottom: "data" top: "y" }\n')
+NO_LAYERS_LINE = ("error: the net has no layers to compute, {net}, check that this is the net "
+                  "definition, with its layers")
+NOTHING_LEFT_LINE = ("error: nothing is left to compute: the outputs data are net inputs, {net}, "
+                     "name blobs that layers compute in --outputs")
+PRODUCERS = {
+    "run": ("run", "{net}", "-w", "{weights}", "-o", "{out}/y.npz"),
+    "export": ("export", "{net}", "-w", "{weights}", "-o", "{out}/m.onnx"),
+    "convert": ("convert", "{net}", "-w", "{weights}", "-o", "{out}/m.engine"),
+    "rewrite": ("rewrite", "{net}", "-w", "{weights}", "-o", "{out}"),
+    "weights init": ("weights", "init", "{net}", "-o", "{out}/w.caffemodel"),
+}
+
+
+@pytest.mark.parametrize("command", PRODUCERS)
+@pytest.mark.parametrize("text, extra, line", [
+    (NO_LAYERS, (), NO_LAYERS_LINE),
+    (ONE_RELU, ("--outputs", "data"), NOTHING_LEFT_LINE),
+], ids=["no-layers", "nothing-left-after-outputs"])
+def test_a_net_with_nothing_to_compute_is_one_error_line(tmp_path, invoke, command, text, extra,
+                                                         line):
+    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+
+    if command == "convert":
+        pytest.importorskip("tensorrt_rtx_bindings", reason="convert checks its runtime first")
+    net, weights, out = tmp_path / "net.prototxt", tmp_path / "net.caffemodel", tmp_path / "out"
+    net.write_text(text)
+    write_caffemodel(weights, [])
+    args = [arg.format(net=net, weights=weights, out=out) for arg in PRODUCERS[command]]
+    result = invoke(*args, *extra)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [line.format(net=net)]
+    assert result.stdout == "" and not out.exists()
+
+
+# ---- docs/api.md writes the signatures as they are ----------------------------------------------
+
+API_DOC = ROOT / "docs" / "api.md"
+
+
+def _documented_signatures() -> dict[str, str]:
+    """name -> the parameter list docs/api.md writes: ``caffe_lstm.f(...)`` in headings and
+    ``method(...)`` in the first column of the Net table."""
+    text = API_DOC.read_text(encoding="utf-8")
+    found = {f"caffe_lstm.{name}": params for name, params in
+             re.findall(r"^### `caffe_lstm\.(\w+)\((.*?)\)(?: -> \w+)?`$", text, flags=re.M)}
+    found |= {f"Net.{name}": params for name, params in
+              re.findall(r"^\| `(\w+)\((.*?)\)` \|", text, flags=re.M)}
+    return found
+
+
+def _parameters(params: str) -> list[tuple[str, str, object]]:
+    """(name, kind, default) of a parameter list as written, e.g. ``a, b=1, *, c="x"``."""
+    function = ast.parse(f"def f({params}): pass").body[0]
+    arguments = function.args
+    positional = arguments.posonlyargs + arguments.args
+    defaults = [inspect.Parameter.empty] * (len(positional) - len(arguments.defaults)) + [
+        ast.literal_eval(d) for d in arguments.defaults]
+    rows = [(a.arg, "POSITIONAL_OR_KEYWORD", d) for a, d in zip(positional, defaults)]
+    return rows + [(a.arg, "KEYWORD_ONLY", inspect.Parameter.empty if d is None
+                    else ast.literal_eval(d))
+                   for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)]
+
+
+def _actual(function) -> list[tuple[str, str, object]]:
+    return [(p.name, p.kind.name, p.default)
+            for p in inspect.signature(function).parameters.values() if p.name != "self"]
+
+
+def test_docs_api_writes_every_public_method_of_net():
+    methods = {f"Net.{name}" for name, member in vars(caffe_lstm.Net).items()
+               if callable(member) and not name.startswith("_") and name != "copy"}
+    documented = set(_documented_signatures())
+    assert methods - documented == set()
+    assert {"caffe_lstm.load", "caffe_lstm.run_engine"} <= documented
+
+
+@pytest.mark.parametrize("name", sorted(_documented_signatures()))
+def test_docs_api_signature_is_the_real_one(name):
+    owner, attribute = name.split(".")
+    function = getattr(caffe_lstm if owner == "caffe_lstm" else caffe_lstm.Net, attribute)
+    assert _parameters(_documented_signatures()[name]) == _actual(function)
+
+
+def test_the_api_module_is_the_face():
+    """api.py holds load, Net, the result types and route selection; the helpers live in the
+    layer that owns them (issue 16: at most 500 lines)."""
+    source = (PACKAGE / "api.py").read_text(encoding="utf-8")
+    assert len(source.splitlines()) <= 500
+    for helper in ("_profiles", "_check_profiles", "_state_profile", "_maybe_atomic",
+                   "_refuse_to_overwrite", "_nothing_left_on_error", "_replace_layer",
+                   "require_tensorrt", "require_graphviz", "write_dot_file"):
+        assert f"def {helper}(" not in source, helper
+    for table in ("Profile", "STATE_MODES", "VIA_ROUTES", "LSTM_OPS"):
+        assert f"\n{table} = " not in source, table

@@ -438,3 +438,9 @@ def _initializers(graph: Any):
                 yield from _initializers(attribute.g)
             for sub in attribute.graphs:
                 yield from _initializers(sub)
+
+
+def value_dims(infos: Sequence[Any]) -> dict[str, tuple[int | str, ...]]:
+    """name -> dims of ONNX ValueInfoProtos (a symbolic dim by its name, "?" unnamed)."""
+    return {info.name: tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                             for d in info.type.tensor_type.shape.dim) for info in infos}

@@ -27,6 +27,16 @@ def onnxruntime_available() -> bool:
     return True
 
 
+def wants_onnxruntime(choice: bool | None) -> bool:
+    """verify's onnxruntime column: asked for (True: onnxruntime must import), refused, or
+    None: when it imports."""
+    if choice is None:
+        return onnxruntime_available()
+    if choice:
+        require_onnxruntime()
+    return choice
+
+
 def run_model(model: str | Path | bytes | Any, feeds: Mapping[str, np.ndarray],
               source: str = "the exported model", streamed: Sequence[Streamed] = ()
               ) -> dict[str, np.ndarray]:

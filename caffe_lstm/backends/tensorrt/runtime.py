@@ -57,6 +57,17 @@ def load_runtime(choice: str = "auto") -> Runtime:
             "runtime=", f"install it: {_INSTALL[choice]}") from None
 
 
+def load_runtime_if_any(choice: str = "auto") -> Runtime | None:
+    """``load_runtime(choice)``, or None when ``auto`` finds no runtime installed (a runtime
+    named explicitly must import)."""
+    try:
+        return load_runtime(choice)
+    except BackendUnavailableError:
+        if choice != "auto":
+            raise
+        return None
+
+
 def _importable(module: str) -> bool:
     try:
         importlib.import_module(module)
