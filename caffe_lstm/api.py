@@ -1,15 +1,8 @@
-"""The Python API: what every ``caffe-lstm`` command does, as calls a notebook or a build
-pipeline can make (the CLI is argument parsing over these calls, and printing).
-
-    import caffe_lstm
-    net = caffe_lstm.load("captioner.prototxt", "captioner.caffemodel")
-    outputs = net.run(seed=0)                     # the rewritten graph, with numpy
-    report = net.verify(seed=0)                   # equations vs rewrite vs TensorRT network
-    engine = net.build_engine("captioner.engine", fp16=True)
-
-User mistakes raise ``caffe_lstm.CaffeLstmError`` subclasses (``error.line()`` is the one-line
-message the CLI prints); nothing here prints or exits. A ``Net`` is not changed by its methods:
-each works on its own copy of the graph (weights are shared, not copied). See docs/api.md.
+"""The Python API (docs/api.md): what every ``caffe-lstm`` command does, as calls a notebook
+or a build pipeline can make; the CLI is argument parsing over these calls, and printing. User
+mistakes raise ``CaffeLstmError`` subclasses (``error.line()``: the one line the CLI prints);
+nothing here prints or exits. A ``Net`` is not changed by its methods: each works on its own
+copy of the graph (the weight arrays are shared, not copied).
 """
 
 from __future__ import annotations
@@ -79,8 +72,6 @@ class Net:
     notes: list[str] = field(default_factory=list)
     unknown_fields: list[SkippedField] = field(default_factory=list)
 
-    # ---- what it is --------------------------------------------------------------------------
-
     @property
     def inputs(self) -> dict[str, tuple[int, ...]]:
         """Net input name -> shape (time-major, as Caffe)."""
@@ -97,9 +88,8 @@ class Net:
         return [node.name for node in self.graph.nodes if recurrent_spec(node.op)]
 
     def summary(self, rewritten: bool = False) -> dict[str, Any]:
-        """What ``inspect --json`` prints: inputs, outputs, layers with shapes and blob shapes,
-        the recurrent layers; ``rewritten``: of the graph after the rewrite (loop bodies nested
-        under ``body``)."""
+        """What ``inspect --json`` prints (``rewritten``: after the rewrite, loop bodies nested
+        under ``body``): inputs, outputs, layers with their shapes, the recurrent layers."""
         return summarize(self.rewritten().graph if rewritten else self.graph)
 
     # ---- transformations (each returns a new Net) ----------------------------------------------
@@ -145,7 +135,6 @@ class Net:
         recurrent layers from their equations, not the rewritten graph. ``state``: a ``State``
         or its value (io: the states are inputs and outputs, see ``with_state_io``).
         """
-        self._require_layers()
         graph, feeds = self._stated(state)._fed_graph(inputs, seed)
         return NumpyExecutor(graph if original else _rewrite(graph)).run(feeds)
 
@@ -153,7 +142,6 @@ class Net:
                    state: State | str = "zero", runtime: Runtime | str = "auto"
                    ) -> dict[str, np.ndarray]:
         """Runs a built engine on a GPU (through Polygraphy) on the same inputs ``run`` takes."""
-        self._require_layers()
         _, feeds = self._stated(state)._fed_graph(inputs, seed)
         return run_engine(engine, feeds, runtime=runtime)
 
@@ -165,7 +153,6 @@ class Net:
         emitted TensorRT network (evaluated on the CPU: no GPU needed), the exported ONNX model
         run by onnxruntime (``onnxruntime``; None: when it imports) and, with ``engine`` on
         a GPU, the engine. Returns the report; ``report.ok`` says whether all agree."""
-        self._require_layers()
         graph, feeds = self._fed_graph(inputs, seed)
         reference = NumpyExecutor(graph).run(feeds)
         report = Verification(atol, rtol)
@@ -216,12 +203,11 @@ class Net:
                      via: Route | str = "caffe-lstm", opset: int = DEFAULT_OPSET) -> Engine:
         """Builds a serialized TensorRT engine with the recurrence inside (one ILoop per layer).
 
-        ``path``: written atomically (None: only returned); ``runtime``, ``state``, ``via``:
-        a ``Runtime``, ``State``, ``Route`` or its value (``options.py`` says what each does);
-        ``fp16``: float16 math, float32 I/O; ``shapes``: input name -> (min, opt, max), checked
-        against the layers first; ``unroll``: T step blocks instead of an ILoop; ``verbosity``:
-        TensorRT's log level on stderr; ``progress(phase, step, steps)``: called during the
-        build; ``opset``: of the ONNX model ``via="onnx"`` builds from.
+        ``path``: written atomically (None: only returned); ``runtime``, ``state``, ``via``: a
+        ``Runtime``, ``State``, ``Route`` or its value; ``fp16``: float16 math, float32 I/O;
+        ``shapes``: input name -> (min, opt, max), checked against the layers; ``unroll``: T
+        step blocks, no ILoop; ``verbosity``: TensorRT's log level on stderr; ``progress(phase,
+        step, steps)``: called during the build; ``opset``: of the model ``via="onnx"`` builds.
         """
         from caffe_lstm.backends.tensorrt.build import BuildOptions
         from caffe_lstm.backends.tensorrt.runtime import load_runtime
@@ -248,14 +234,11 @@ class Net:
                     shapes: Mapping[str, Profile] | None = None,
                     state: State | str = "auto", lstm_op: LstmOp | str = "scan") -> OnnxExport:
         """Writes the rewritten net as an ONNX model: each recurrent layer one ``Scan``, its
-        input projection one MatMul before it, inputs and outputs named after the Caffe blobs
-        (``lstm_op="native"``: ONNX's own LSTM/RNN operator instead, where it is exact).
-
-        ``path``: the .onnx file, written atomically (initializers of 2 GiB or more go to
-        ``<path>.data``; None: only the model bytes); ``opset``: 13 to 21; ``shapes``: input
-        name -> (min, opt, max), the dims that vary become symbolic (``<input>_dim<axis>``);
-        ``state``, ``lstm_op``: a ``State``, ``LstmOp`` or its value (a layer the native
-        operator would compute differently is refused: ops/recurrent/native.py has the rules).
+        input projection one MatMul before it, inputs and outputs named after the Caffe blobs.
+        ``path``: written atomically (initializers of 2 GiB or more to ``<path>.data``; None:
+        only the bytes); ``opset``: 13 to 21; ``shapes``: input name -> (min, opt, max), the
+        dims that vary become symbolic; ``state``, ``lstm_op``: a ``State``, ``LstmOp`` or its
+        value (native: ONNX's own LSTM/RNN, refused where not exact: ops/recurrent/native.py).
         """
         from caffe_lstm.backends.onnx.exporter import (build_model, check_opset, save_model,
                                                        value_dims)
@@ -268,11 +251,11 @@ class Net:
         # written to a file, the large weights go from the caffemodel's memory map to the file
         # without a copy in between (build_model's stream)
         model, streamed = build_model(graph, opset, profiles, stream=path is not None)
-        data = save_model(model, path, streamed) if path is not None else None
-        return OnnxExport(None if path is None else Path(path), data, opset,
+        written = path is not None
+        return OnnxExport(Path(path) if written else None,
+                          save_model(model, path, streamed) if written else None, opset,
                           value_dims(model.graph.input), value_dims(model.graph.output),
-                          len(model.graph.node),
-                          model.SerializeToString() if path is None else None)
+                          len(model.graph.node), None if written else model.SerializeToString())
 
     def run_onnxruntime(self, inputs: Inputs = None, *, seed: int = 0,
                         state: State | str = "zero",
@@ -283,21 +266,18 @@ class Net:
         from caffe_lstm.backends.onnx.runtime import require_onnxruntime, run_model
 
         require_onnxruntime()
-        self._require_layers()
         graph, feeds = self._stated(state)._fed_graph(inputs, seed)
         if model is not None:
             return run_model(Path(model), feeds, str(model))
         self._require_weights("run with onnxruntime")
-        # shaped for the feeds (the states already in with io); the large weights go to
-        # onnxruntime from the caffemodel's memory map (no protobuf)
+        # shaped for the feeds; the weights go from the caffemodel's memory map (no protobuf)
         model, streamed = build_model(_rewrite(graph), DEFAULT_OPSET, {}, stream=True)
         return run_model(model, feeds, streamed=streamed)
 
     def _onnx_graph(self, shapes: Mapping[str, Profile] | None, state: State | str,
                     lstm_op: LstmOp = LstmOp.SCAN) -> tuple[Graph, dict[str, Profile]]:
-        """The rewritten graph to export (with the state inputs and outputs when asked) and
-        the shape profiles checked against its layers. ``lstm_op="native"``: the layers whose
-        op has an ``onnx`` facet (the recurrent ones: ONNX's own operators) stay whole."""
+        """The rewritten graph to export and its checked shape profiles; with ``native``, the
+        layers whose op has an ``onnx`` facet (ONNX's own LSTM/RNN) stay whole."""
         net = self._stated(state)
         profiles = checked_profiles(net.graph, shapes)
         if lstm_op is LstmOp.NATIVE:
@@ -317,6 +297,27 @@ class Net:
                 report.notes.append(f"the ONNX model is not checked: {exc.what}")
                 return []
         return [("ONNX model (onnxruntime)", lambda: self.run_onnxruntime(feeds))]
+
+    def to_triton(self, repository: str | Path, *, backend: str = "python",
+                  name: str | None = None, max_batch: int = 8, instances: int = 1,
+                  cont_from_start: bool = False, batch_axes: Mapping[str, int] | None = None,
+                  batching: Any = None, opset: int = DEFAULT_OPSET,
+                  runtime: Runtime | str = "auto") -> Any:
+        """Writes the Triton model ``repository/<name>`` (default: the prototxt's stem):
+        ``config.pbtxt`` and ``1/model.plan`` (``backend="tensorrt"``), ``1/model.onnx``
+        (``"onnxruntime"``) or ``1/model.py`` + ``model.onnx`` (``"python"``); tensors
+        batch-major, states as Triton sequence state (docs/cli.md, caffe-lstm triton).
+        ``batch_axes``: input -> batch axis where ambiguous; ``batching``: a
+        ``serving.config.Batching``. Returns a ``serving.repository.TritonModel``."""
+        from caffe_lstm.serving.config import Batching
+        from caffe_lstm.serving.repository import TritonOptions, write_repository
+
+        self._require_weights("write a Triton model")
+        net = self._stated(State.AUTO)
+        options = TritonOptions(backend, max_batch, instances, cont_from_start,
+                                dict(batch_axes or {}), batching or Batching(), opset,
+                                Runtime.parse(runtime, "runtime").value)
+        return write_repository(net.graph, repository, name or self.prototxt.stem, options)
 
     # ---- weights ------------------------------------------------------------------------------
 
@@ -352,8 +353,6 @@ class Net:
         write_caffemodel(output, layers, net_name=self.graph.name)
         return len(layers)
 
-    # ---- helpers --------------------------------------------------------------------------------
-
     def _stated(self, state: State | str) -> Net:
         """A copy, with the states as inputs and outputs when ``state`` (resolved) is io."""
         state = State.parse(state, "state")
@@ -362,7 +361,9 @@ class Net:
         return self.with_state_io() if state is State.IO else self.copy()
 
     def _fed_graph(self, inputs: Inputs, seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
-        """A copy of the graph shaped for the inputs, and the inputs (random without any)."""
+        """A copy of the graph shaped for the inputs, and the inputs (random without any); a
+        net with nothing to compute is refused first (what every run starts from)."""
+        self._require_layers()
         net = self.copy()
         if inputs is None:
             return net.graph, net.random_inputs(seed)

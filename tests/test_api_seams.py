@@ -121,6 +121,8 @@ def test_every_translated_parameter_is_an_api_parameter_and_a_cli_flag():
     ("select it with phase='TRAIN' stages=['a', 'b']",
      "select it with --phase TRAIN --stage a --stage b"),
     ("pass opset=19 or newer", "pass --opset 19 or newer"),
+    ("shape the net for one step (e.g. shapes={'cont': (1, N)})",
+     "shape the net for one step (e.g. --shape cont:1xN)"),
     ("cut them off with outputs=, or report", "cut them off with --outputs, or report"),
     ("cut the layer off with outputs=[NAME, ...]",
      "cut the layer off with --outputs NAME[,NAME...]"),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, net_argument,
                                     opset_option, pass_options, selection_options, state_option,
                                     weights_option)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
                                     pass_options, runtime_option, selection_options,
                                     state_option, weights_option)

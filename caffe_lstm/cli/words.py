@@ -28,6 +28,7 @@ PHRASES: tuple[tuple[str, str], ...] = (
     ("verbosity=2", "-vv"),
     ("or run with numpy (Net.run)", "or use --backend numpy"),
     ("as a plugin (docs/plugins.md)", "as a plugin (--plugin, docs/plugins.md)"),
+    ("(batch_axes={NAME: AXIS})", "(--batch-axis NAME:AXIS)"),
 )
 
 #: API parameter -> the CLI flag that gives it.
@@ -40,8 +41,9 @@ FLAGS: dict[str, str] = {
 
 _PARAM = r"(?<![\w.])(" + "|".join(FLAGS) + r")"
 _QUOTED = r"'([^']*)'"
-#: shapes={'a': DIMS, 'b': DIMS} -> --shape a:DIMS --shape b:DIMS
-_SHAPES_DIMS = re.compile(r"shapes=\{((?:'[^']*': DIMS(?:, )?)+)\}")
+#: shapes={'a': DIMS, 'b': (1, N)} -> --shape a:DIMS --shape b:1xN
+_SHAPE_ENTRY = r"'([^']*)': (DIMS|\([^)]*\))"
+_SHAPES_DIMS = re.compile(r"shapes=\{((?:" + _SHAPE_ENTRY + r"(?:, )?)+)\}")
 #: stages=['a', 'b'] -> --stage a --stage b
 _LIST = re.compile(_PARAM + r"=\[((?:'[^']*'(?:, )?)*)\]")
 #: shapes['data'] -> --shape data
@@ -57,7 +59,8 @@ def as_cli(text: str) -> str:
     for api_words, cli_words in PHRASES:
         text = text.replace(api_words, cli_words)
     text = _SHAPES_DIMS.sub(lambda m: " ".join(
-        f"--shape {name}:DIMS" for name in re.findall(r"'([^']*)': DIMS", m.group(1))), text)
+        f"--shape {name}:{'x'.join(dims.strip('()').split(', '))}"
+        for name, dims in re.findall(_SHAPE_ENTRY, m.group(1))), text)
     text = _LIST.sub(lambda m: " ".join(
         f"{FLAGS[m.group(1)]} {item}" for item in re.findall(_QUOTED, m.group(2))), text)
     text = _INDEXED.sub(lambda m: f"{FLAGS[m.group(1)]} {m.group(2)}", text)
