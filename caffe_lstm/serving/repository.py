@@ -109,9 +109,11 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
     if options.cont_from_start and not states:
         raise CaffeLstmError("cont_from_start: the net carries no state between calls", name,
                              "serve it without cont_from_start")
-    if options.cont_from_start and not conts:
-        raise CaffeLstmError("cont_from_start: no recurrent layer reads its cont from a net "
-                             "input", name, "serve it without cont_from_start")
+    if options.cont_from_start and len(conts) != 1:
+        raise CaffeLstmError(
+            f"cont_from_start: the recurrent layers read {len(conts)} cont net inputs "
+            f"({', '.join(conts) or 'none'}), Triton fills one from START", name,
+            "serve it without cont_from_start (clients send cont)")
     make_batch_major(graph, find_batch_axes(graph, options.batch_axes))
     infer_shapes(graph)
     profiles = {v.name: _batch_profile(v, options.max_batch) for v in graph.inputs}
