@@ -20,7 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from caffe_lstm.analysis.shapes import infer_shapes, shape_at_profile_sizes
+from caffe_lstm.analysis.profiles import shape_at_profile_sizes
+from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.errors import CaffeLstmError, OutputError, ShapeError
 from caffe_lstm.ir.graph import Graph, Value
 from caffe_lstm.ops import recurrent_spec
