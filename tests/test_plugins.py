@@ -206,10 +206,10 @@ def test_the_api_takes_a_file(monkeypatch):
     assert attrs == {"across_spatial": False, "channel_shared": False,
                      "eps": pytest.approx(1e-10)}  # a float field: Caffe's float32
     assert net.graph.node("maps_norm").attrs["eps"] == pytest.approx(1e-6)
-    listed = caffe_lstm.api.plugins(installed=False)
+    listed = plugins.loaded_plugins()
     assert [p.types for p in listed] == [["Normalize"]] and listed[0].how == "file"
     again = caffe_lstm.load(NET, WEIGHTS, plugins=[PLUGIN_FILE])  # loading twice: a no-op
-    assert len(caffe_lstm.api.plugins(installed=False)) == 1 and again.outputs == net.outputs
+    assert len(plugins.loaded_plugins()) == 1 and again.outputs == net.outputs
     with pytest.raises(plugins.PluginError, match="which the plugin .* already defines"):
         monkeypatch.syspath_prepend(str(EXAMPLE))  # the same code again, as another plugin
         caffe_lstm.load(NET, WEIGHTS, plugins=[MODULE])
@@ -219,7 +219,7 @@ def test_the_api_takes_a_module(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLE))
     net = caffe_lstm.load(NET, WEIGHTS, plugins=[MODULE])
     assert net.graph.node("rows_norm").op == "Normalize"
-    assert [(p.name, p.how) for p in caffe_lstm.api.plugins(installed=False)] == \
+    assert [(p.name, p.how) for p in plugins.loaded_plugins()] == \
         [(MODULE, "module")]
 
 
@@ -242,7 +242,7 @@ def test_the_api_takes_an_op_class(tmp_path):
     loaded = caffe_lstm.load(net, weights, plugins=[Frobnicate])
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(loaded.run({"x": x})["y"], 3 * x)
-    (plugin,) = caffe_lstm.api.plugins(installed=False)
+    (plugin,) = plugins.loaded_plugins()
     assert plugin.how == "class" and plugin.types == ["Frobnicate"]
     assert Frobnicate.tensorrt_missing_reason == \
         f"the plugin '{plugin.name}' (class) defines no tensorrt facet"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from caffe_lstm import api
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
                                     selection_options, weights_option)
+from caffe_lstm.ops.plugins import listed_plugins
 
 
 @cli.command()
@@ -33,7 +33,7 @@ def inspect(options: GlobalOptions, net: Path, weights: Path | None, outputs: st
     # Shapes a data layer leaves open are shown as unknown; the rewrite needs them all.
     loaded = load(net, weights, outputs, phase, stages, allow_unknown_shapes=not rewritten)
     summary = loaded.summary(rewritten=rewritten)
-    plugins = api.plugins()
+    plugins = listed_plugins()
     if as_json:
         summary["notes"] = list(loaded.notes)
         summary["unknown"] = [skipped.as_dict() for skipped in loaded.unknown_fields]

@@ -116,16 +116,13 @@ def shape_option(ranges: str | None = None) -> Callable:
     """--shape NAME:DIMS (repeatable): the shape of a net input, e.g. one a data layer leaves
     open; handed to ``load`` through the context, not as an argument. With ``ranges`` (their
     help text) it also takes NAME:MIN:OPT:MAX ranges, given to the command as ``shapes``."""
-    if ranges is None:
-        return click.option(
-            "--shape", "static_shapes", multiple=True, expose_value=False,
-            callback=_static_shapes, metavar="NAME:DIMS",
-            help="Shape a net input, e.g. data:10x3x227x227: one a data layer leaves open, or "
-                 "another shape than the prototxt's (repeatable).")
     return click.option(
-        "--shape", "shapes", multiple=True, callback=_shapes_and_ranges,
-        metavar="NAME:MIN:OPT:MAX|NAME:DIMS",
-        help=ranges + " NAME:DIMS gives a static shape, e.g. one a data layer leaves open.")
+        "--shape", "shapes" if ranges else "static_shapes", multiple=True,
+        expose_value=ranges is not None, callback=_shapes_and_ranges if ranges else _static_shapes,
+        metavar="NAME:MIN:OPT:MAX|NAME:DIMS" if ranges else "NAME:DIMS",
+        help=(ranges + " NAME:DIMS gives a static shape, e.g. one a data layer leaves open."
+              if ranges else "Shape a net input, e.g. data:10x3x227x227: one a data layer "
+              "leaves open, or another shape than the prototxt's (repeatable)."))
 
 
 #: Where --plugin and --python-path leave their values for ``load`` (as STATIC_SHAPES).

@@ -27,7 +27,8 @@ replaced by primitive layers (a recurrent layer by a loop), which the backend th
 
 A layer type missing here can be added without changing caffe-lstm: a plugin
 ([plugins.md](plugins.md)) defines it with the same facets, and Caffe's `Python` layer runs
-with numpy given `--python-path`. The facets are the contract of [ops.md](ops.md).
+with numpy given the directory of its module (`python_path`, see plugins.md). The facets are
+the contract of [ops.md](ops.md).
 
 | Type | Origin | numpy | TensorRT | ONNX | Caffe | Limits |
 |---|---|---|---|---|---|---|
@@ -47,7 +48,7 @@ def _row(op: type[Op]) -> str:
 
 
 def _numpy(op: type[Op]) -> str:
-    return "yes, with `--python-path`" if op.type == "Python" else "yes"
+    return "yes, given python_path" if op.type == "Python" else "yes"
 
 
 def _backend(op: type[Op], facet: str) -> str:

@@ -36,7 +36,7 @@ PATH_ATTR = "python_path"
 #: pycaffe's phase constants (caffe.TRAIN, caffe.TEST); a converted net runs the TEST phase.
 TRAIN, TEST = 0, 1
 _WAYS = ("write the layer type as a plugin with that facet (plugins=[...], docs/plugins.md), "
-         "or cut the Python layer off with outputs=[...]")
+         "or cut the Python layer off with outputs=[NAME, ...]")
 
 
 class Blob:
@@ -184,7 +184,7 @@ def user_class(node: Node) -> type:
             f"the layer runs the Python class {_qualified(node)}, and caffe-lstm imports user "
             "code only when asked", node.label,
             f"give the directory holding {module or 'its module'} as python_path=DIR (Caffe "
-            "reads PYTHONPATH), or cut the layer off with outputs=[...]")
+            "reads PYTHONPATH), or cut the layer off with outputs=[NAME, ...]")
     if not module or not name:
         raise UnsupportedLayerError("python_param names no module or no layer class",
                                     node.label, "set python_param.module and .layer")

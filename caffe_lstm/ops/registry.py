@@ -68,6 +68,12 @@ class RecurrentSpec:
     has_layouts: bool = False
     #: The widths of the carried states of a node, in ``states`` order (needed when exposable).
     widths: Callable[[Node], tuple[int, ...]] | None = None
+    #: Which nodes of an exposable type can expose their states (None: every one).
+    exposable_if: Callable[[Node], bool] | None = None
+
+    def can_expose(self, node: Node) -> bool:
+        """Whether ``--state io`` can make this node's states inputs and outputs."""
+        return self.exposable and (self.exposable_if is None or self.exposable_if(node))
 
     def is_exposed(self, node: Node) -> bool:
         """Whether the node's states are bottoms and tops already (``expose_hidden``)."""
@@ -77,7 +83,7 @@ class RecurrentSpec:
         """Switches ``expose_hidden`` on: appends the initial states ``<layer>/<state>_0``
         (1, N, width) as bottoms and the final states ``<layer>/<state>_T`` as tops; returns
         both lists, for the caller to make them net inputs and outputs."""
-        if not self.exposable or self.widths is None:
+        if not self.can_expose(node) or self.widths is None:
             raise ValueError(f"{node.op} node {node.name} has no states to expose")
         batch, widths = node.inputs[0].shape[1], self.widths(node)
         initial = [Value(f"{node.name}/{name}_0", (1, batch, width))
@@ -286,9 +292,8 @@ def check_facet(graph: Graph, facet: str, refusal: str) -> None:
             for op, names in missing.items())
         raise UnsupportedLayerError(f"{refusal}: {listing}",
                                     "the rewritten graph",
-                                    "cut them off with outputs=[...], give them that facet in a "
-                                    "plugin (plugins=[...], docs/plugins.md), or report the layer "
-                                    "type")
+                                    "cut them off with outputs=, give them that facet in a plugin "
+                                    "(plugins=[...], docs/plugins.md), or report the layer type")
 
 
 def canonical_axis(node: Node, axis: int, rank: int, what: str = "axis") -> int:
