@@ -667,3 +667,48 @@ def test_model_folder_is_replaced_whole_and_other_folders_are_refused(tmp_path):
                   "notes")
     assert refused.returncode == 1 and "not a Triton model" in refused.stderr
     assert list((repo / "notes").iterdir()) == []
+
+
+# ---- the structural check (what Triton refuses at load time and its parser lets through) --------
+
+
+def _stateful_config() -> dict:
+    from caffe_lstm.serving.config import ModelSpec, State, Tensor
+
+    spec = ModelSpec("m", "onnxruntime", 4, 1, (Tensor("x", (1, 3)),), (Tensor("y", (1, 2)),),
+                     (State("l/h_0", "l/h_T", (1, 5)),))
+    return model_config(spec)
+
+
+def _two_starts(config):
+    config["sequence_batching"]["control_input"].append(
+        {"name": "cont", "control": [{"kind": "CONTROL_SEQUENCE_START",
+                                      "fp32_false_true": [1, 0]}]})
+
+
+def _state_as_input(config):
+    config["input"].append({"name": "l/h_0", "data_type": "TYPE_FP32", "dims": [1, 5]})
+
+
+def _bad_type(config):
+    config["output"][0]["data_type"] = "TYPE_FLOAT"
+
+
+def _corrid_untyped(config):
+    del config["sequence_batching"]["control_input"][3]["control"][0]["data_type"]
+
+
+def _preferred_too_big(config):
+    config["sequence_batching"]["oldest"]["preferred_batch_size"] = [8]
+
+
+@pytest.mark.parametrize("break_it", [_two_starts, _state_as_input, _bad_type, _corrid_untyped,
+                                      _preferred_too_big])
+def test_structural_check_refuses_what_triton_refuses(break_it):
+    from caffe_lstm.serving.config import TritonConfigError, check_structure
+
+    config = _stateful_config()
+    check_structure(config, "m/config.pbtxt")
+    break_it(config)
+    with pytest.raises(TritonConfigError):
+        check_structure(config, "m/config.pbtxt")
