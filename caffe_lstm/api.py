@@ -362,6 +362,28 @@ class Net:
                 return []
         return [("ONNX model (onnxruntime)", lambda: self.run_onnxruntime(feeds))]
 
+    # ---- Triton ---------------------------------------------------------------------------------
+
+    def to_triton(self, repository: str | Path, *, backend: str = "python",
+                  name: str | None = None, max_batch: int = 8, instances: int = 1,
+                  cont_from_start: bool = False, batch_axes: Mapping[str, int] | None = None,
+                  batching: Any = None, opset: int = 17, runtime: str = "auto") -> Any:
+        """Writes ``repository/<name>`` (default: the prototxt's stem), a Triton model:
+        ``config.pbtxt`` and ``1/model.plan`` (``backend="tensorrt"``), ``1/model.onnx``
+        (``"onnxruntime"``) or ``1/model.py`` + ``1/model.onnx`` (``"python"``). The tensors
+        are batch-major (N first); carried states become Triton sequence state (see
+        docs/cli.md#triton). ``batch_axes``: input name -> batch axis where the net is
+        ambiguous; ``batching``: a ``caffe_lstm.serving.config.Batching``. Returns a
+        ``caffe_lstm.serving.repository.TritonModel``."""
+        from caffe_lstm.serving.config import Batching
+        from caffe_lstm.serving.repository import TritonOptions, write_repository
+
+        self._require_weights("write a Triton model")
+        net = self._stated("io" if self.needs_state_io else "zero")
+        options = TritonOptions(backend, max_batch, instances, cont_from_start,
+                                dict(batch_axes or {}), batching or Batching(), opset, runtime)
+        return write_repository(net.graph, repository, name or self.prototxt.stem, options)
+
     # ---- weights ------------------------------------------------------------------------------
 
     def export_weights(self, layer: str, layout: str) -> dict[str, np.ndarray]:

@@ -70,4 +70,5 @@ from caffe_lstm.cli import rewrite as _rewrite  # noqa: E402,F401
 from caffe_lstm.cli import convert as _convert  # noqa: E402,F401
 from caffe_lstm.cli import export as _export  # noqa: E402,F401
 from caffe_lstm.cli import weights as _weights  # noqa: E402,F401
+from caffe_lstm.cli import triton as _triton  # noqa: E402,F401
 from caffe_lstm.cli import serve as _serve  # noqa: E402,F401
