@@ -41,10 +41,9 @@ from caffe_lstm.errors import CaffeLstmError
 INSTALL_HINT = "install it: pip install 'caffe-lstm[serve]'"
 #: Seconds to wait for the server to answer and load every model (it takes ~3 s on 2 cores).
 START_TIMEOUT = 120.0
-#: Seconds SIGTERM gets before SIGKILL (Triton waits for in-flight requests and finalize()).
-STOP_TIMEOUT = 30.0
-#: Model states in Triton's repository index that mean "still being decided".
-_PENDING = {"LOADING", "UNLOADING", ""}
+#: Seconds SIGTERM gets before SIGKILL: Triton drains the requests in flight and unloads the
+#: models (finalize()) within its own exit timeout (--exit-timeout-secs, 30 s by default).
+STOP_TIMEOUT = 45.0
 
 
 class ServingError(CaffeLstmError):
@@ -282,27 +281,37 @@ class TritonServer:
                 start_new_session=True, preexec_fn=_die_with_parent)
 
     def _wait_until_loaded(self) -> None:
+        """Polls the repository index. Triton (model control mode "none") loads every model
+        before it opens its endpoints, so the first index it answers is final."""
         deadline = time.monotonic() + self.start_timeout
-        while True:
+        while (states := self._index_or_none()) is None:
             if self._process.poll() is not None:
                 raise ServingError(
                     f"tritonserver exited with status {self._process.returncode} while "
                     f"starting: {self.last_error()}", str(self.repository), self._log_hint())
-            states = self._index_or_none()
-            if states is not None and not any(s.get("state", "") in _PENDING for s in states):
-                break
             if time.monotonic() > deadline:
                 raise ServingError(
-                    f"tritonserver did not load the models within {self.start_timeout:.0f} s",
-                    str(self.repository), self._log_hint())
+                    f"tritonserver did not open its endpoints within {self.start_timeout:.0f} s:"
+                    f" {self.last_error()}", str(self.repository), self._log_hint())
             time.sleep(0.1)
         failed = [s for s in states if s.get("state") != "READY"]
         if failed:
-            model = failed[0]
-            raise ServingError(
-                f"Triton could not load model '{model.get('name')}': "
-                f"{model.get('reason') or model.get('state')}",
-                str(self.repository / str(model.get("name"))), self._log_hint())
+            name = str(failed[0].get("name"))
+            raise ServingError(f"Triton could not load model '{name}': {self._reason(failed[0])}",
+                               str(self.repository / name), self._log_hint())
+
+    def _reason(self, state: dict) -> str:
+        """Why a model is not READY: the index's reason, else the server's log line about it
+        (a config Triton refuses fails before the model has a state: "Poll failed for model
+        directory 'NAME': ...")."""
+        if state.get("reason"):
+            return str(state["reason"])
+        name = str(state.get("name"))
+        for line in reversed(self.log_tail(400).splitlines()):
+            if line.startswith("E") and f"'{name}'" in line:
+                text = line.split("] ", 1)[-1].strip().strip('"')
+                return text.split(f"'{name}': ", 1)[-1]
+        return str(state.get("state") or "not loaded")
 
     def _log_hint(self) -> str:
         """Where the whole log is, when it outlives the server (a log file the caller chose)."""
