@@ -128,6 +128,8 @@ def _tensor(tensor: Tensor) -> dict[str, Any]:
 def _sequence_batching(spec: ModelSpec) -> dict[str, Any]:
     flags = [(START, "CONTROL_SEQUENCE_START"), (END, "CONTROL_SEQUENCE_END"),
              (READY, "CONTROL_SEQUENCE_READY")]
+    if spec.cont_controls:  # Triton takes one START control: the cont it fills then is START
+        flags = flags[1:]
     controls = [{"name": name, "control": [{"kind": Enum(kind), "int32_false_true": [0, 1]}]}
                 for name, kind in flags]
     controls.append({"name": CORRID, "control": [{"kind": Enum("CONTROL_SEQUENCE_CORRID"),
