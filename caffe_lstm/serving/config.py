@@ -155,8 +155,9 @@ def _sequence_batching(spec: ModelSpec) -> dict[str, Any]:
 def _state(state: State) -> dict[str, Any]:
     return {"input_name": state.input, "output_name": state.output,
             "data_type": Enum("TYPE_FP32"), "dims": list(state.dims),
-            "initial_state": {"name": "zeros", "data_type": Enum("TYPE_FP32"),
-                              "dims": list(state.dims), "zero_data": True}}
+            # repeated in the schema; one zero-filled tensor
+            "initial_state": [{"name": "zeros", "data_type": Enum("TYPE_FP32"),
+                               "dims": list(state.dims), "zero_data": True}]}
 
 
 def _dynamic_batching(batching: Batching) -> dict[str, Any]:
@@ -230,7 +231,7 @@ def parse_with_triton(text: str, where: str) -> bool:
     try:
         schema = importlib.import_module("tritonclient.grpc.model_config_pb2")
         text_format = importlib.import_module("google.protobuf.text_format")
-    except ImportError:
+    except (ImportError, RuntimeError):  # tritonclient without its grpc extra raises the latter
         return False
     try:
         text_format.Parse(text, schema.ModelConfig())
@@ -308,7 +309,7 @@ def _check_sequence(sequence: Mapping[str, Any], inputs: set[str], outputs: set[
         if state["input_name"] in inputs or state["output_name"] in outputs:
             fail(f"state '{state['input_name']}' is also listed as a model input or output")
         _check_tensor({"name": state["input_name"], **state}, fail)
-        if state["initial_state"]["dims"] != state["dims"]:
+        if any(initial["dims"] != state["dims"] for initial in state["initial_state"]):
             fail(f"the initial state of '{state['input_name']}' has other dims")
     if sequence.get("max_sequence_idle_microseconds", 1) < 1:
         fail("max_sequence_idle_microseconds must be positive")

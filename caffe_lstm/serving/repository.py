@@ -256,17 +256,26 @@ def _model_writer(prepared: Prepared, options: TritonOptions, where: str):
 
 
 def _tensorrt_plan(prepared: Prepared, options: TritonOptions, where: str) -> bytes:
-    """The engine, its network and profile checked against the config first."""
-    from caffe_lstm.backends.tensorrt.build import BuildOptions, emit, serialize
-    from caffe_lstm.backends.tensorrt.runtime import load_runtime
+    """The engine; its network and profile are checked against the config first."""
+    from caffe_lstm.backends.tensorrt.build import serialize
 
-    runtime = load_runtime(options.runtime)
-    build = BuildOptions(shapes=prepared.profiles)
-    builder, network, ctx = emit(runtime, prepared.graph, build)
+    runtime, builder, network, build, keep = tensorrt_network(prepared, options.runtime)
     check_network_io(prepared.spec, network, prepared.profiles, where)
     plan = serialize(runtime, builder, network, build)
-    del ctx
+    del keep  # the weights may go once the build has returned
     return plan
+
+
+def tensorrt_network(prepared: Prepared, runtime: str = "auto") -> tuple[Any, ...]:
+    """The TensorRT network ``model.plan`` is built from: (runtime, builder, network, build
+    options, the emission context that keeps the weights alive)."""
+    from caffe_lstm.backends.tensorrt.build import BuildOptions, emit
+    from caffe_lstm.backends.tensorrt.runtime import load_runtime
+
+    trt_runtime = load_runtime(runtime)
+    build = BuildOptions(shapes=prepared.profiles)
+    builder, network, ctx = emit(trt_runtime, prepared.graph, build)
+    return trt_runtime, builder, network, build, ctx
 
 
 # ---- the folder ----------------------------------------------------------------------------------
