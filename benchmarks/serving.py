@@ -33,7 +33,7 @@ LEVELS = (1, 8, 32)
 TARGET = 3.0
 
 
-def write_repository(repository: Path, max_batch: int, delay_us: int) -> None:
+def write_repository(repository: Path, max_batch: int, delay_us: int, instances: int = 1) -> None:
     import caffe_lstm
     from caffe_lstm.serving.config import Batching
 
@@ -41,7 +41,7 @@ def write_repository(repository: Path, max_batch: int, delay_us: int) -> None:
                           SAMPLE / "seq_classifier.caffemodel",
                           shapes={"data": (1, 1, 8), "cont": (1, 1)})
     net.to_triton(repository, backend="python", name=MODEL, max_batch=max_batch,
-                  batching=Batching(max_candidate_sequences=max(LEVELS),
+                  instances=instances, batching=Batching(max_candidate_sequences=max(LEVELS),
                                     max_queue_delay_us=delay_us))
 
 

@@ -544,3 +544,24 @@ def test_the_streaming_snippet_of_the_docs_runs(server, tmp_path):
     reference = np.load(tmp_path / "out.npz")["probs"]
     got = np.stack([p.reshape(5) for p in namespace["probs"]])
     np.testing.assert_allclose(got, reference.reshape(T, 5), atol=ATOL)
+
+
+# ---- benchmarks/serving.py ------------------------------------------------------------------
+
+
+def test_the_serving_benchmark_runs_and_prints_its_ratio():
+    """`benchmarks/serving.py --quick` on a real server: a row per concurrency level (Triton's
+    own count of the mean batch: 1 at one sequence) and the throughput ratio line."""
+    _require_triton()
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "serving.py"), "--quick"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
+    assert result.returncode == 0, result.stderr
+    rows = {int(m.group(1)): m.groups()[1:] for m in re.finditer(
+        r"^\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", result.stdout, re.MULTILINE)}
+    assert sorted(rows) == [1, 8, 32], result.stdout
+    assert float(rows[1][3]) == 1.0 and all(float(row[0]) > 0 for row in rows.values())
+    match = re.search(r"^throughput 32 / 1 = (\d+\.\d{3})$", result.stdout, re.MULTILINE)
+    assert match and float(match.group(1)) > 0, result.stdout
