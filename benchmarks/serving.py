@@ -17,6 +17,7 @@ count (statistics extension: inference_count / execution_count over the window).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -153,12 +154,13 @@ def main() -> int:
     for count, row in rows.items():
         print(f"{count:>9} {row['steps_per_s']:>9.0f} {row['p50_ms']:>8.2f} "
               f"{row['p99_ms']:>8.2f} {row['mean_batch']:>10.2f}")
-    for count in LEVELS[1:]:
+    for count in LEVELS:
         spread = [r["steps_per_s"] for r in rounds[count]]
         if len(spread) > 1:
             print(f"steps/s at {count}: {min(spread):.0f} ... {max(spread):.0f} over the rounds "
                   f"(stdev {statistics.stdev(spread):.0f})")
     ratio = rows[32]["steps_per_s"] / rows[1]["steps_per_s"]
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} (1 min)")
     print(f"throughput 32 / 1 = {ratio:.3f}")
     print(f"target throughput 32 / 1 >= {TARGET:g}: {'met' if ratio >= TARGET else 'not met'}")
     return 0
