@@ -565,3 +565,40 @@ def test_the_serving_benchmark_runs_and_prints_its_ratio():
     assert float(rows[1][3]) == 1.0 and all(float(row[0]) > 0 for row in rows.values())
     match = re.search(r"^throughput 32 / 1 = (\d+\.\d{3})$", result.stdout, re.MULTILINE)
     assert match and float(match.group(1)) > 0, result.stdout
+
+
+def test_serve_refuses_a_port_in_use(tmp_path, invoke):
+    """Checked before anything starts: a server already on that port would answer instead."""
+    import socket
+
+    (tmp_path / "repo" / "m").mkdir(parents=True)
+    (tmp_path / "repo" / "m" / "config.pbtxt").write_text('name: "m"\n')
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = invoke("serve", tmp_path / "repo", "--grpc-port", port)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: the gRPC port {port} is not free on 127.0.0.1")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_ctrl_c_stops_serve_with_status_0(served_models, tmp_path):
+    """SIGINT (Ctrl-C in a terminal) stops the server as SIGTERM does."""
+    repository = tmp_path / "repo"
+    shutil.copytree(served_models[0] / "seq_classifier", repository / "seq_classifier")
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "caffe_lstm", "serve", str(repository)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
+    try:
+        _read_banner(serve)
+        serve.send_signal(signal.SIGINT)
+        out, err = serve.communicate(timeout=90)
+        assert serve.returncode == 0, err
+        assert "stopped (tritonserver exit status 0)" in out
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()

@@ -158,6 +158,7 @@ class TritonServer:
         if self._process is not None:
             return self
         self.models = self._check_repository()
+        self._check_ports()
         install = find_triton()
         self._workdir = Path(tempfile.mkdtemp(prefix="caffe-lstm-serve-"))
         try:
@@ -242,6 +243,25 @@ class TritonServer:
                                str(self.repository),
                                "write one with: caffe-lstm triton NET.prototxt -w W -o REPO")
         return models
+
+    def _check_ports(self) -> None:
+        """Each port must be free: a server already listening there would answer in place of
+        ours (and ours would fail to start)."""
+        ports = (("HTTP", self.http_port), ("gRPC", self.grpc_port),
+                 ("metrics", self.metrics_port))
+        names = [name for name, _ in ports]
+        for name, port in ports:
+            if [p for _, p in ports].count(port) > 1:
+                raise ServingError(f"the {'/'.join(names)} ports must differ, {port} is given "
+                                   "twice", "", "choose another port, or leave it out for a "
+                                   "free one")
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.bind((self.address, port))
+                except OSError as exc:
+                    raise ServingError(f"the {name} port {port} is not free on {self.address} "
+                                       f"({exc.strerror})", "", "choose another port, or leave "
+                                       "it out for a free one") from None
 
     def _backend_directory(self, install: TritonInstall) -> Path:
         """backends/python of the wheel plus the stub of this Python, in the work directory."""
