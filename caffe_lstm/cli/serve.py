@@ -60,8 +60,8 @@ def serve(options: GlobalOptions, repository: Path, http_port: int | None,
                            f"{server.last_error()}", str(repository))
     except (KeyboardInterrupt, _Stop):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM does not cut stop()
-        status = server.stop()
-        options.say(f"stopped (tritonserver exit status {status})")
+        status = server.stop()  # None: stopped while starting (start() cleaned up)
+        options.say("stopped" if status is None else f"stopped (tritonserver exit status {status})")
     finally:
         server.stop()
         signal.signal(signal.SIGTERM, previous)

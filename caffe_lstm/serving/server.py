@@ -366,7 +366,8 @@ def _last_error(log: str) -> str:
 
 def _die_with_parent() -> None:
     """In the child before exec: SIGTERM when the parent dies, so a killed `serve` or test run
-    leaves no server behind (Linux prctl PR_SET_PDEATHSIG; elsewhere nothing)."""
+    leaves no server behind (Linux prctl PR_SET_PDEATHSIG; elsewhere nothing). The signal
+    follows the thread that started the server: start it from a thread that outlives it."""
     with contextlib.suppress(Exception):
         import ctypes
 
