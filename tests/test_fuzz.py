@@ -46,7 +46,7 @@ from tests.conftest import corpus_files, sample
 FUZZ_MAX_BYTES = 64 << 20
 #: The execute target runs nets whose inputs' leading (time) axis is at most this long.
 FUZZ_MAX_STEPS = 300
-SAMPLE_NAMES = ("seq_classifier", "captioner", "fork_vision")
+SAMPLE_NAMES = ("seq_classifier", "captioner", "fork_vision", "fork_recurrent")
 
 # ---- seeds ----------------------------------------------------------------------------------
 
@@ -422,6 +422,16 @@ FIELD_MUTATIONS = (_replace_number, _replace_number, _replace_number, _swap_fiel
 @given(mutations=ops)
 def test_fuzz_execute_fork_layer_fields(mutations):
     seed = sample("fork_vision")[0].read_bytes()
+    ends_well(execute, mutate(seed, mutations, FIELD_MUTATIONS))
+
+
+#: The fork recurrent layers' fields (lstm_param's batch_size, lstm_simple_param,
+#: lstm_unit_param, recurrent_param's num_layers and dropout_ratio) and the shapes they read:
+#: numbers and field names of samples/fork_recurrent mutated, then run and rewritten.
+@settings(FUZZ, max_examples=150)
+@given(mutations=ops)
+def test_fuzz_execute_fork_recurrent_fields(mutations):
+    seed = sample("fork_recurrent")[0].read_bytes()
     ends_well(execute, mutate(seed, mutations, FIELD_MUTATIONS))
 
 

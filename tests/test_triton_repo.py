@@ -98,9 +98,24 @@ def load_python_model(model_dir: Path, spec):
     finally:
         del sys.modules["triton_python_backend_utils"]
     model = module.TritonPythonModel()
-    model.initialize({"model_config": json.dumps(model_config(spec)),
+    model.initialize({"model_config": config_json(model_dir, spec),
                       "model_repository": str(model_dir), "model_version": "1"})
     return model
+
+
+def config_json(model_dir: Path, spec) -> str:
+    """The model config as Triton hands it to initialize(): JSON of the parsed config.pbtxt
+    with every field, defaults included (``fp32_false_true: []`` on every control); without
+    tritonclient, our own dict of it."""
+    try:
+        from google.protobuf import json_format, text_format
+        from tritonclient.grpc import model_config_pb2
+    except (ImportError, RuntimeError):
+        return json.dumps(model_config(spec))
+    message = text_format.Parse((model_dir / "config.pbtxt").read_text(),
+                                model_config_pb2.ModelConfig())
+    return json_format.MessageToJson(message, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
 
 
 # ---- the nets: the samples and the corpus's step-wise deploy nets --------------------------------
@@ -529,3 +544,126 @@ def test_implicit_state_serves_interleaved_sequences(tmp_path, weights_dir, key,
     driver = ImplicitState(config, run)
     serve_and_compare(net, spec, driver.execute)
     assert driver.slots == {}
+
+
+# ---- a net without carried state: dynamic batching -----------------------------------------------
+
+STATELESS = """
+name: "scorer"
+layer { name: "data" type: "Input" top: "data"
+        input_param { shape { dim: 2 dim: 3 dim: 6 dim: 6 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 4 kernel_size: 3 } }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
+layer { name: "fc" type: "InnerProduct" bottom: "conv" top: "fc"
+        inner_product_param { num_output: 5 } }
+layer { name: "prob" type: "Softmax" bottom: "fc" top: "prob" }
+"""
+
+
+def test_net_without_state_gets_dynamic_batching(tmp_path):
+    """A CNN: batch-first already (no transposes), dynamic_batching, no sequence controls;
+    model.py answers requests of different batch sizes in one execute(), each equal to
+    `run` of its own arrays, and model.onnx (onnxruntime backend) the same."""
+    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.synthetic import synthetic_weights
+
+    prototxt, weights = tmp_path / "scorer.prototxt", tmp_path / "scorer.caffemodel"
+    prototxt.write_text(STATELESS)
+    write_caffemodel(weights, synthetic_weights(caffe_lstm.load(prototxt).graph, seed=1))
+    for backend in ("python", "onnxruntime"):
+        result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
+                     "--backend", backend, "--name", f"scorer_{backend}",
+                     "--preferred-batch-size", "4")
+        assert result.returncode == 0, result.stderr
+        assert "dynamic batching" in result.stdout
+    net = caffe_lstm.load(prototxt, weights)
+    spec = net.to_triton(tmp_path / "api", name="scorer_python").spec
+    text = (tmp_path / "repo" / "scorer_python" / "config.pbtxt").read_text()
+    assert "dynamic_batching" in text and "sequence_batching" not in text
+    assert [(t.name, t.dims) for t in spec.inputs] == [("data", (3, 6, 6))]
+    model = load_python_model(tmp_path / "repo" / "scorer_python", spec)
+    rng = np.random.default_rng(0)
+    batches = [rng.standard_normal((n, 3, 6, 6)).astype(np.float32) for n in (2, 1, 3)]
+    responses = model.execute([_Request({"data": batch}, 0) for batch in batches])
+    session = onnx_runner(tmp_path / "repo" / "scorer_onnxruntime" / "1" / "model.onnx")
+    for batch, response in zip(batches, responses):
+        assert response.error is None
+        expected = net.run({"data": batch})["prob"]
+        np.testing.assert_allclose(response.outputs["prob"], expected, atol=TOL, rtol=0)
+        np.testing.assert_allclose(session({"data": batch})["prob"], expected, atol=TOL, rtol=0)
+
+
+# ---- batch axes ----------------------------------------------------------------------------------
+
+SQUARE = """
+name: "square"
+layer { name: "x" type: "Input" top: "x" input_param { shape { dim: 2 dim: 2 } } }
+layer { name: "prob" type: "Softmax" bottom: "x" top: "prob" }
+"""
+
+
+def test_ambiguous_batch_axis_is_refused_then_given(tmp_path):
+    """x (2, 2) through a Softmax: N may be either axis. Refused naming x; --batch-axis x:1
+    takes axis 1 (the model's input is then x transposed)."""
+    prototxt = tmp_path / "square.prototxt"
+    prototxt.write_text(SQUARE)
+    weights = tmp_path / "square.caffemodel"
+    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+
+    write_caffemodel(weights, [])
+    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "'x'" in result.stderr and "ambiguous" in result.stderr
+    assert not (tmp_path / "repo").exists()
+    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
+                 "--backend", "onnxruntime", "--batch-axis", "x:1")
+    assert result.returncode == 0, result.stderr
+    run = onnx_runner(tmp_path / "repo" / "square" / "1" / "model.onnx")
+    x = np.random.default_rng(1).standard_normal((3, 2)).astype(np.float32)  # (N, 2)
+    expected = caffe_lstm.load(prototxt, weights).run({"x": x.T})["prob"].T
+    np.testing.assert_allclose(run({"x": x})["prob"], expected, atol=TOL, rtol=0)
+
+
+def test_corpus_net_that_fixes_n_is_refused_naming_the_layer(tmp_path, weights_dir):
+    """S2VT's step-wise deploy net reshapes to explicit dims (1, 1, 500): N cannot change."""
+    found = [p for p in corpus_files() if p.name == "examples__s2vt__s2vt.words_to_preds"
+             ".deploy.prototxt"]
+    if not found:
+        pytest.skip("the corpus of public prototxts is not beside this clone (CI has it)")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    result = cli("triton", str(found[0]), "-w", str(weights_dir / "absent.caffemodel"),
+                 "-o", str(repo))
+    assert result.returncode == 2  # the weights file must exist: a usage error
+    weights = tmp_path / "s2vt.caffemodel"
+    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.synthetic import synthetic_weights
+
+    write_caffemodel(weights, synthetic_weights(caffe_lstm.load(found[0]).graph, 0, 0.05))
+    result = cli("triton", str(found[0]), "-w", str(weights), "-o", str(repo))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "'reshape_frames' (Reshape)" in result.stderr
+    assert list(repo.iterdir()) == [], "nothing may be left in the repository"
+
+
+# ---- the model folder ----------------------------------------------------------------------------
+
+
+def test_model_folder_is_replaced_whole_and_other_folders_are_refused(tmp_path):
+    prototxt, weights = sample("seq_classifier")
+    repo = tmp_path / "repo"
+    first = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo))
+    assert first.returncode == 0, first.stderr
+    again = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo),
+                "--backend", "onnxruntime", "--max-batch", "2")
+    assert again.returncode == 0, again.stderr
+    folder = repo / "seq_classifier"
+    assert sorted(p.name for p in (folder / "1").iterdir()) == ["model.onnx"]
+    assert "max_batch_size: 2" in (folder / "config.pbtxt").read_text()
+    assert sorted(p.name for p in repo.iterdir()) == ["seq_classifier"]
+    (repo / "notes").mkdir()
+    refused = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--name",
+                  "notes")
+    assert refused.returncode == 1 and "not a Triton model" in refused.stderr
+    assert list((repo / "notes").iterdir()) == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import GlobalOptions, pass_options
 from caffe_lstm.serving.server import ServingError, TritonServer
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from caffe_lstm import api
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
                                     selection_options, weights_option)
+from caffe_lstm.cli.requires import require_tensorrt
 from caffe_lstm.serving.config import BACKENDS, Batching
 
 
@@ -87,7 +87,7 @@ def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, b
     oldest strategy, zeros at START); a net without carried state gets dynamic batching.
     """
     if backend == "tensorrt":
-        api.require_tensorrt(runtime)  # a missing runtime fails before the net is read
+        require_tensorrt(runtime)  # a missing runtime fails before the net is read
     if max_queue_delay_us < 0:
         raise click.BadParameter(f"{max_queue_delay_us} is negative",
                                  param_hint="--max-queue-delay-us")

@@ -54,7 +54,7 @@ def needed_layers(layers: Sequence[SourceLayer], outputs: Sequence[str],
     produced = {top for source in layers for top in source.layer.top}
     unknown = [name for name in outputs if name not in produced]
     if unknown:
-        raise GraphError(f"--outputs names unknown blob(s) {', '.join(unknown)}", file,
+        raise GraphError(f"outputs= names unknown blob(s) {', '.join(unknown)}", file,
                          "run `caffe-lstm inspect` to list the blob names")
     needed, kept = set(outputs), []
     for source in reversed(layers):
@@ -76,7 +76,7 @@ def check_supported(layers: Sequence[SourceLayer], file: str) -> None:
                             for t, names in unsupported.items())
         raise UnsupportedLayerError(
             f"unsupported layer types: {listing}", file,
-            "if they only post-process the result, cut them off with --outputs NAME[,NAME...]")
+            "if they only post-process the result, cut them off with outputs=[NAME, ...]")
 
 
 class _Wiring:

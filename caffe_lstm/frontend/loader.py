@@ -82,7 +82,7 @@ def unshaped_error(unshaped: Mapping[str, str]) -> ShapeError:
     """The error for net inputs whose shape nothing gives: names them and their data layer."""
     where = next(iter(unshaped.values()))
     names = ", ".join(f"'{n}'" for n in unshaped)
-    options = " ".join(f"--shape {n}:DIMS" for n in unshaped)
+    options = "shapes={" + ", ".join(f"{n!r}: DIMS" for n in unshaped) + "}"
     return ShapeError(
         f"the prototxt does not fix the shape of net input(s) {names} (read by a data layer)",
         where, f"give it with {options} (DIMS: the dims joined by 'x', like 10x3x227x227)")

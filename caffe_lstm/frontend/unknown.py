@@ -104,7 +104,7 @@ def check_converted_layers(layers: Sequence[SourceLayer], file: str) -> None:
     raise ModelLoadError(
         what, f"{file}:{unknown.line}:{unknown.column}",
         "caffe-lstm's schema lacks it: remove it if it only tunes training, or cut the layer "
-        "off with --outputs NAME[,NAME...]")
+        "off with outputs=[NAME, ...]")
 
 
 def skipped_fields(layers: Sequence[SourceLayer], net_unknown: Sequence[UnknownEntry],

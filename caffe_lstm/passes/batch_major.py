@@ -96,7 +96,7 @@ def batch_first(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
 
 # ---- finding the axes ----------------------------------------------------------------------------
 
-_HINT = "give the input's batch axis (--batch-axis NAME:AXIS), or serve the net without batching"
+_HINT = "give the input's batch axis (batch_axes={NAME: AXIS}), or serve the net without batching"
 
 
 def _check_given(inputs: dict[str, Value], name: str, axis: int) -> None:
@@ -208,7 +208,7 @@ def _the_one(graph: Graph, candidates: dict[str, list[int]], fits: list[dict[str
         raise BatchAxisError(f"net output '{lost[0]}' {value.shape} has no batch axis of its "
                              f"own (N = {batch} does not appear on exactly one axis)",
                              value.producer.label if value.producer is not None else "",
-                             "cut the net before it (--outputs), or serve it without batching")
+                             "cut the net before it (outputs=), or serve it without batching")
     return BatchAxes(batch, fits[0], outputs[0])
 
 

@@ -303,8 +303,8 @@ def _check_sequence(sequence: Mapping[str, Any], inputs: set[str], outputs: set[
                                                   "TYPE_INT32", "TYPE_STRING"}:
                 fail("the CORRID control needs a data_type (Triton refuses the model without)")
             kinds.append(item["kind"])
-    if "CONTROL_SEQUENCE_START" not in kinds:
-        fail("the sequence batcher has no START control")
+    if kinds.count("CONTROL_SEQUENCE_START") != 1:
+        fail("the sequence batcher needs exactly one START control (Triton refuses more)")
     for state in sequence.get("state", []):
         if state["input_name"] in inputs or state["output_name"] in outputs:
             fail(f"state '{state['input_name']}' is also listed as a model input or output")

@@ -20,7 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from caffe_lstm.analysis.shapes import infer_shapes, shape_at_profile_sizes
+from caffe_lstm.analysis.profiles import shape_at_profile_sizes
+from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.errors import CaffeLstmError, OutputError, ShapeError
 from caffe_lstm.ir.graph import Graph, Value
 from caffe_lstm.ops import recurrent_spec
@@ -109,9 +110,11 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
     if options.cont_from_start and not states:
         raise CaffeLstmError("cont_from_start: the net carries no state between calls", name,
                              "serve it without cont_from_start")
-    if options.cont_from_start and not conts:
-        raise CaffeLstmError("cont_from_start: no recurrent layer reads its cont from a net "
-                             "input", name, "serve it without cont_from_start")
+    if options.cont_from_start and len(conts) != 1:
+        raise CaffeLstmError(
+            f"cont_from_start: the recurrent layers read {len(conts)} cont net inputs "
+            f"({', '.join(conts) or 'none'}), Triton fills one from START", name,
+            "serve it without cont_from_start (clients send cont)")
     make_batch_major(graph, find_batch_axes(graph, options.batch_axes))
     infer_shapes(graph)
     profiles = {v.name: _batch_profile(v, options.max_batch) for v in graph.inputs}
@@ -128,7 +131,7 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
             raise CaffeLstmError(
                 f"cont_from_start needs one step per request, net input '{cont}' is "
                 f"(N, {', '.join(map(str, shapes[cont]))}) batch-major", name,
-                f"shape the net for one step (its time axis 1, e.g. --shape {cont}:1xN)")
+                f"shape the net for one step (its time axis 1, e.g. shapes={{{cont!r}: (1, N)}})")
     spec = ModelSpec(
         name=name, backend=options.backend, max_batch=options.max_batch,
         instances=options.instances,

@@ -236,12 +236,12 @@ class TritonServer:
     def _check_repository(self) -> list[str]:
         if not self.repository.is_dir():
             raise ServingError("the model repository is not a directory", str(self.repository),
-                               "write one with: caffe-lstm triton NET.prototxt -w W -o REPO")
+                               "write one with Net.to_triton or caffe-lstm triton")
         models = repository_models(self.repository)
         if not models:
             raise ServingError("the model repository holds no model (no NAME/config.pbtxt)",
                                str(self.repository),
-                               "write one with: caffe-lstm triton NET.prototxt -w W -o REPO")
+                               "write one with Net.to_triton or caffe-lstm triton")
         return models
 
     def _check_ports(self) -> None:
@@ -282,14 +282,15 @@ class TritonServer:
         return env
 
     def _command(self, install: TritonInstall, backends: Path) -> list[str]:
-        return [str(install.server),
-                f"--model-repository={self.repository}",
-                f"--backend-directory={backends}",
-                # Keep serving the models that load; start() reports the others itself.
-                "--exit-on-error=false",
-                f"--http-address={self.address}", f"--http-port={self.http_port}",
-                f"--grpc-address={self.address}", f"--grpc-port={self.grpc_port}",
-                f"--metrics-address={self.address}", f"--metrics-port={self.metrics_port}"]
+        """tritonserver's argv; its options by their names in tritonserver's --help."""
+        options = {
+            "model-repository": self.repository, "backend-directory": backends,
+            # Keep serving the models that load; start() reports the others itself.
+            "exit-on-error": "false",
+            "http-address": self.address, "http-port": self.http_port,
+            "grpc-address": self.address, "grpc-port": self.grpc_port,
+            "metrics-address": self.address, "metrics-port": self.metrics_port}
+        return [str(install.server), *(f"--{name}={value}" for name, value in options.items())]
 
     def _launch(self, install: TritonInstall, backends: Path) -> None:
         with open(self._log_path, "ab") as log:
