@@ -485,8 +485,10 @@ def test_a_model_that_fails_to_load_is_one_line_with_tritons_reason(tmp_path):
     repository = tmp_path / "repo"
     _write_model(SERVED[0], repository, tmp_path)
     (repository / "seq_classifier" / "1" / "model.onnx").unlink()
+    log = tmp_path / "triton.log"
     result = subprocess.run(
-        [sys.executable, "-m", "caffe_lstm", "serve", str(repository)], capture_output=True,
+        [sys.executable, "-m", "caffe_lstm", "serve", str(repository), "--log", str(log)],
+        capture_output=True,
         text=True, timeout=180, cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(
             filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
@@ -495,7 +497,9 @@ def test_a_model_that_fails_to_load_is_one_line_with_tritons_reason(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert "could not load model 'seq_classifier'" in lines[0]
     assert "model.onnx" in lines[0]  # the server's own reason: onnxruntime cannot open it
+    assert lines[0].endswith(f"the server's log: {log}")  # --log keeps it, so it is named
     assert "Traceback" not in result.stderr
+    assert "model.onnx" in log.read_text()  # the server wrote its own log there
 
 
 def test_serve_without_nvidia_pytriton_names_the_extra(monkeypatch, tmp_path, invoke):
