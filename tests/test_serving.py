@@ -518,6 +518,33 @@ def test_serve_without_nvidia_pytriton_names_the_extra(monkeypatch, tmp_path, in
         "install it: pip install 'caffe-lstm[serve]'")
 
 
+def test_a_wheel_without_the_stub_of_this_python_is_named(monkeypatch, tmp_path, invoke):
+    """nvidia-pytriton ships a backend stub per Python version; one missing for the running
+    Python is named (with this Python's version), not found later as a hung server."""
+    import importlib.machinery
+
+    import caffe_lstm.serving.server as server_module
+
+    package = tmp_path / "site" / "pytriton"
+    (package / "tritonserver" / "bin").mkdir(parents=True)
+    (package / "tritonserver" / "bin" / "tritonserver").write_text("")
+    (package / "tritonserver" / "backends" / "python").mkdir(parents=True)
+    (tmp_path / "site" / "nvidia_pytriton.libs").mkdir()
+    spec = importlib.machinery.ModuleSpec("pytriton", None, is_package=True)
+    spec.submodule_search_locations = [str(package)]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(server_module.importlib.util, "find_spec",
+                        lambda name, *a: spec if name == "pytriton" else real(name, *a))
+    (tmp_path / "repo" / "m").mkdir(parents=True)
+    (tmp_path / "repo" / "m" / "config.pbtxt").write_text('name: "m"\n')
+    result = invoke("serve", tmp_path / "repo")
+    assert result.exit_code == 1
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert result.stderr.startswith(
+        f"error: nvidia-pytriton has no Python backend stub for Python {version}, ")
+    assert result.stderr.rstrip().endswith("pip install 'caffe-lstm[serve]'")
+
+
 def test_serve_refuses_a_folder_without_models(tmp_path, invoke):
     result = invoke("serve", tmp_path)
     assert result.exit_code == 1
