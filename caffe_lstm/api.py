@@ -31,7 +31,7 @@ from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
 from caffe_lstm.layouts import export_layer, import_layer, layout_layer
-from caffe_lstm.ops import get_op, has_facet, recurrent_spec
+from caffe_lstm.ops import get_op, has_facet, noted_without_facet, recurrent_spec
 from caffe_lstm.options import DEFAULT_OPSET, LstmOp, Profile, Route, Runtime, State
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
@@ -42,18 +42,17 @@ Inputs = Mapping[str, np.ndarray] | str | Path | None
 
 def load(prototxt: str | Path, weights: str | Path | None = None, *,
          outputs: Sequence[str] = (), phase: str = "TEST", stages: Sequence[str] = (),
-         shapes: Mapping[str, Sequence[int]] | None = None,
-         allow_unknown_shapes: bool = False) -> Net:
+         shapes: Mapping[str, Sequence[int]] | None = None, allow_unknown_shapes: bool = False,
+         plugins: Sequence[str | Path | type] = (), python_path: str | Path | None = None) -> Net:
     """Reads a Caffe net (any version) and its .caffemodel (or None: shapes only) into a
     shaped ``Net``; a train/test net as its deploy graph (``Net.notes`` says what changed).
-    ``outputs``: the blobs to keep as outputs (layers not needed for them are dropped);
-    ``phase``, ``stages``: Caffe's layer selection; ``shapes``: net input name -> dims;
-    ``allow_unknown_shapes``: unshaped inputs stay None instead of being an error. Fields the
-    schema does not know are skipped (``Net.unknown_fields``) unless one could change a
-    converted layer. Raises CaffeLstmError (one line) for an unreadable or invalid net."""
-    selection = LayerSelection(phase=phase, stages=frozenset(stages))
-    loaded = load_net(prototxt, weights, selection=selection, outputs=list(outputs),
-                      shapes=shapes, allow_unknown_shapes=allow_unknown_shapes)
+    ``outputs``: the blobs kept as outputs (layers not needed are dropped); ``phase``, ``stages``:
+    Caffe's layer selection; ``shapes``: input name -> dims; ``allow_unknown_shapes``: unshaped
+    inputs stay None; ``plugins``, ``python_path``: layer types from outside (docs/plugins.md).
+    Unknown fields are skipped unless one could change a converted layer. Raises CaffeLstmError."""
+    loaded = load_net(prototxt, weights, selection=LayerSelection(phase, stages=frozenset(stages)),
+                      outputs=list(outputs), shapes=shapes, plugins=plugins,
+                      allow_unknown_shapes=allow_unknown_shapes, python_path=python_path)
     return Net(loaded.graph, Path(prototxt), None if weights is None else Path(weights),
                loaded.missing_weights, loaded.notes, loaded.skipped)
 
@@ -385,7 +384,8 @@ class Net:
         from caffe_lstm.backends.tensorrt.runtime import has_gpu, load_runtime_if_any
 
         trt_runtime = load_runtime_if_any(runtime.value) if (tensorrt or engine) else None
-        if trt_runtime is None:
+        if trt_runtime is None or (not engine and noted_without_facet(  # no TensorRT form
+                report.notes, rewritten()[0], "tensorrt", "the TensorRT network is not checked")):
             return candidates
         from caffe_lstm.backends.tensorrt.cpu_walk import evaluate_emitted
 

@@ -28,6 +28,9 @@ PHRASES: tuple[tuple[str, str], ...] = (
     ("verbosity=2", "-vv"),
     ("or run with numpy (Net.run)", "or use --backend numpy"),
     ("as a plugin (docs/plugins.md)", "as a plugin (--plugin, docs/plugins.md)"),
+    ("plugins=[...]", "--plugin FILE.py|MODULE"),
+    ("python_path=DIR", "--python-path DIR"),
+    ("(the traceback is the error's __cause__)", "(--debug shows its traceback)"),
     ("(batch_axes={NAME: AXIS})", "(--batch-axis NAME:AXIS)"),
 )
 
