@@ -181,7 +181,6 @@ def _write_model(served: Served, repository: Path, scratch: Path, name: str | No
 
 def _model(served: Served, repository: Path, weights: Path, scratch: Path,
            rng: np.random.Generator) -> Model:
-    import tritonclient.grpc.model_config_pb2 as mc  # noqa: F401  (the schema is there)
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
