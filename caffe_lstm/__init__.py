@@ -16,6 +16,7 @@ from caffe_lstm.errors import (CaffeLstmError, ExecutionError, GraphError, Model
                                OutputError, ShapeError, UnsupportedLayerError, VerificationError)
 from caffe_lstm.ops.plugins import PluginError
 from caffe_lstm.options import DEFAULT_OPSET, LstmOp, Profile, Route, Runtime, State
+from caffe_lstm.serving.server import ServingError, TritonServer, serve
 
 try:
     __version__ = version("caffe-lstm")
@@ -26,3 +27,4 @@ __all__ = ["CaffeLstmError", "Engine", "ExecutionError", "GraphError", "ModelLoa
            "OnnxExport", "OutputError", "PluginError", "ShapeError", "UnsupportedLayerError",
            "Verification", "VerificationError", "load", "run_engine",
            "DEFAULT_OPSET", "LstmOp", "Profile", "Route", "Runtime", "State"]
+__all__ += ["ServingError", "TritonServer", "serve"]

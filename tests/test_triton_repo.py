@@ -667,3 +667,157 @@ def test_model_folder_is_replaced_whole_and_other_folders_are_refused(tmp_path):
                   "notes")
     assert refused.returncode == 1 and "not a Triton model" in refused.stderr
     assert list((repo / "notes").iterdir()) == []
+
+
+# ---- the structural check (what Triton refuses at load time and its parser lets through) --------
+
+
+def _stateful_config() -> dict:
+    from caffe_lstm.serving.config import ModelSpec, State, Tensor
+
+    spec = ModelSpec("m", "onnxruntime", 4, 1, (Tensor("x", (1, 3)),), (Tensor("y", (1, 2)),),
+                     (State("l/h_0", "l/h_T", (1, 5)),))
+    return model_config(spec)
+
+
+def _two_starts(config):
+    config["sequence_batching"]["control_input"].append(
+        {"name": "cont", "control": [{"kind": "CONTROL_SEQUENCE_START",
+                                      "fp32_false_true": [1, 0]}]})
+
+
+def _state_as_input(config):
+    config["input"].append({"name": "l/h_0", "data_type": "TYPE_FP32", "dims": [1, 5]})
+
+
+def _bad_type(config):
+    config["output"][0]["data_type"] = "TYPE_FLOAT"
+
+
+def _corrid_untyped(config):
+    del config["sequence_batching"]["control_input"][3]["control"][0]["data_type"]
+
+
+def _preferred_too_big(config):
+    config["sequence_batching"]["oldest"]["preferred_batch_size"] = [8]
+
+
+@pytest.mark.parametrize("break_it", [_two_starts, _state_as_input, _bad_type, _corrid_untyped,
+                                      _preferred_too_big])
+def test_structural_check_refuses_what_triton_refuses(break_it):
+    from caffe_lstm.serving.config import TritonConfigError, check_structure
+
+    config = _stateful_config()
+    check_structure(config, "m/config.pbtxt")
+    break_it(config)
+    with pytest.raises(TritonConfigError):
+        check_structure(config, "m/config.pbtxt")
+
+
+# ---- Triton core loads the onnxruntime and TensorRT configs (state blocks included) -------------
+
+#: Stands in for Triton's onnxruntime and TensorRT backends, which only the NGC containers ship:
+#: a Python-based backend of that name makes Triton core load and validate the whole config
+#: (inputs, outputs, sequence batching, control inputs, implicit state) without the model file.
+STAND_IN = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        refusal = pb_utils.TritonError("a stand-in backend: it only loads")
+        return [pb_utils.InferenceResponse(output_tensors=[], error=refusal) for _ in requests]
+'''
+
+
+def bundled_triton() -> Path:
+    """nvidia-pytriton's tritonserver folder, or a skip saying why."""
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or spec.origin is None:
+        pytest.skip("nvidia-pytriton (the bundled tritonserver) is not installed")
+    folder = Path(spec.origin).parent / "tritonserver"
+    stub = folder / "python_backend_stubs" / f"{sys.version_info.major}.{sys.version_info.minor}"
+    if not (folder / "bin" / "tritonserver").is_file() or not stub.is_dir():
+        pytest.skip(f"nvidia-pytriton has no tritonserver or stub for this Python in {folder}")
+    return folder
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def load_with_triton_core(repo: Path, workdir: Path) -> dict[str, str]:
+    """Starts the bundled tritonserver on ``repo`` with the stand-in backends; returns each
+    model's state (READY, or the reason it is not) once every model has settled."""
+    import os
+    import shutil
+    import time
+    import urllib.request
+
+    folder = bundled_triton()
+    backends = workdir / "backends"
+    shutil.copytree(folder / "backends" / "python", backends / "python")
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    shutil.copy(folder / "python_backend_stubs" / version / "triton_python_backend_stub",
+                backends / "python")
+    for name in ("onnxruntime", "tensorrt"):
+        (backends / name).mkdir()
+        (backends / name / "model.py").write_text(STAND_IN)
+    port = _free_port()
+    libs = folder.parent.parent / "nvidia_pytriton.libs"
+    env = {**os.environ, "LD_LIBRARY_PATH": str(libs),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    command = [str(folder / "bin" / "tritonserver"), f"--model-repository={repo}",
+               f"--backend-directory={backends}", "--exit-on-error=false",
+               "--allow-grpc=false", "--allow-metrics=false", "--http-address=127.0.0.1",
+               f"--http-port={port}"]
+    log = open(workdir / "triton.log", "w")
+    server = subprocess.Popen(command, cwd=workdir, env=env, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and server.poll() is None:
+            time.sleep(1)
+            try:
+                request = urllib.request.Request(f"http://127.0.0.1:{port}/v2/repository/index",
+                                                 data=b"{}", method="POST")
+                with urllib.request.urlopen(request, timeout=5) as answer:
+                    index = json.loads(answer.read())
+            except OSError:
+                continue
+            if index and all(m.get("state") in ("READY", "UNAVAILABLE") for m in index):
+                return {m["name"]: m["state"] if m["state"] == "READY" else m.get("reason", "")
+                        for m in index}
+        pytest.fail(f"tritonserver did not settle: {(workdir / 'triton.log').read_text()[-2000:]}")
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def test_triton_core_loads_onnxruntime_and_tensorrt_configs(tmp_path, weights_dir):
+    """The configs `triton` writes for the onnxruntime and TensorRT backends (sequence state,
+    control inputs, cont from START) are accepted by Triton itself. The TensorRT configs ask
+    for KIND_GPU, which a machine without a GPU refuses: the copy loaded here asks for CPU."""
+    bundled_triton()
+    repo = tmp_path / "repo"
+    for key in ("captioner", "lstm_lm"):
+        prototxt, weights, shapes = net_files(key, weights_dir)
+        for backend in ("onnxruntime", "tensorrt"):
+            if backend == "tensorrt" and importlib.util.find_spec("tensorrt_rtx_bindings") is None:
+                continue
+            for flags in ((), ("--cont-from-start",)):
+                name = f"{key}_{backend}" + ("_cfs" if flags else "")
+                result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo),
+                             "--backend", backend, "--name", name, *shape_args(shapes), *flags)
+                assert result.returncode == 0, result.stderr
+                config = repo / name / "config.pbtxt"
+                config.write_text(config.read_text().replace("KIND_GPU", "KIND_CPU"))
+    states = load_with_triton_core(repo, tmp_path)
+    assert states and all(state == "READY" for state in states.values()), states

@@ -338,12 +338,3 @@ def _umask() -> int:
     os.umask(mask)
     return mask
 
-
-def describe(model: TritonModel) -> dict[str, Any]:
-    """What the CLI prints: inputs, outputs, states and the batcher, by name."""
-    spec = model.spec
-    return {"inputs": {t.name: t.dims for t in spec.inputs},
-            "controls": [t.name for t in spec.cont_controls],
-            "outputs": {t.name: t.dims for t in spec.outputs},
-            "states": [(s.input, s.output) for s in spec.states],
-            "batcher": "sequence" if spec.stateful else "dynamic"}
