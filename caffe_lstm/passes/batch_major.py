@@ -195,7 +195,7 @@ def _the_one(graph: Graph, candidates: dict[str, list[int]], fits: list[dict[str
                              f"through the net: {reason}", "",
                              "a layer that fixes N (a Reshape to explicit dims) keeps the net "
                              "from batching; or give an input's batch axis "
-                             "(--batch-axis NAME:AXIS)")
+                             "(batch_axes={NAME: AXIS})")
     if len(fits) > 1:
         unsure = [name for name in candidates if len({fit[name] for fit in fits}) > 1]
         raise BatchAxisError(
