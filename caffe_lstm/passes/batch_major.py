@@ -98,8 +98,8 @@ def batch_first(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
 
 # ---- finding the axes ----------------------------------------------------------------------------
 
-_HINT = ("give the input's batch axis (--batch-axis NAME:AXIS), or serve the net without "
-         "batching (max_batch 0, --max-batch 0)")
+_HINT = ("give the input's batch axis (batch_axes={NAME: AXIS}), or serve the net without "
+         "batching (max_batch=0)")
 
 
 def _check_given(inputs: dict[str, Value], name: str, axis: int) -> None:
@@ -216,8 +216,8 @@ def _the_one(graph: Graph, candidates: dict[str, list[int]], fits: list[dict[str
         raise BatchAxisError(f"the batch N = {batch} of net input(s) {suspects} cannot change "
                              f"through the net: {reason}", "",
                              "a layer that fixes N (a Reshape to explicit dims) keeps the net "
-                             "from batching: serve it without (max_batch 0, --max-batch 0); "
-                             "or give an input's batch axis (--batch-axis NAME:AXIS)")
+                             "from batching: serve it without (max_batch=0), or give an "
+                             "input's batch axis (batch_axes={NAME: AXIS})")
     if len(fits) > 1:
         unsure = [name for name in candidates if len({fit[name] for fit in fits}) > 1]
         raise BatchAxisError(
@@ -230,7 +230,7 @@ def _the_one(graph: Graph, candidates: dict[str, list[int]], fits: list[dict[str
         raise BatchAxisError(f"net output '{lost[0]}' {value.shape} has no batch axis of its "
                              f"own (N = {batch} does not appear on exactly one axis)",
                              value.producer.label if value.producer is not None else "",
-                             "cut the net before it (--outputs), or serve it without batching")
+                             "cut the net before it (outputs=), or serve it without batching")
     return BatchAxes(batch, fits[0], outputs[0])
 
 
