@@ -9,7 +9,7 @@ import click
 
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
-                                    selection_options, weights_option)
+                                    runtime_option, selection_options, weights_option)
 from caffe_lstm.cli.requires import require_tensorrt
 from caffe_lstm.serving.config import BACKENDS, Batching
 
@@ -44,10 +44,8 @@ def _positive(ctx: click.Context, param: click.Parameter, value):
               help="python: model.py runs model.onnx with onnxruntime and keeps the states "
                    "(CPU, any Triton); onnxruntime: model.onnx; tensorrt: model.plan (both with "
                    "Triton's implicit state).")
-@click.option("--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]),
-              default="auto", show_default=True,
-              help="The TensorRT that builds model.plan (--backend tensorrt): the one of the "
-                   "Triton server that will load it.")
+@runtime_option("The TensorRT that builds model.plan (--backend tensorrt), the one of the "
+                "Triton server that will load it;")
 @click.option("--name", help="The model's name in the repository (default: the prototxt's "
                              "file name without .prototxt).")
 @click.option("--max-batch", type=click.IntRange(min=0), default=8, show_default=True,
