@@ -44,8 +44,8 @@ def _positive(ctx: click.Context, param: click.Parameter, value):
               help="python: model.py runs model.onnx with onnxruntime and keeps the states "
                    "(CPU, any Triton); onnxruntime: model.onnx; tensorrt: model.plan (both with "
                    "Triton's implicit state).")
-@runtime_option("The TensorRT that builds model.plan (--backend tensorrt), the one of the "
-                "Triton server that will load it;")
+@runtime_option("The TensorRT that builds model.plan (--backend tensorrt): the one of the "
+                "Triton server that will load it")
 @click.option("--name", help="The model's name in the repository (default: the prototxt's "
                              "file name without .prototxt).")
 @click.option("--max-batch", type=click.IntRange(min=0), default=8, show_default=True,
