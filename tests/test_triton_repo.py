@@ -875,3 +875,23 @@ def test_triton_core_loads_onnxruntime_and_tensorrt_configs(tmp_path, weights_di
         assert result.returncode == 0, result.stderr
     states = load_with_triton_core(repo, tmp_path)
     assert states and all(state == "READY" for state in states.values()), states
+
+
+def test_batch_axes_of_a_corpus_net_at_n_1():
+    """SCRC at N = 1: ten inputs (four data, six states) whose size-1 axes could each be N;
+    the recurrent layers' own inputs are time-major, the image features batch-first."""
+    from caffe_lstm.passes.batch_major import find_batch_axes
+
+    found = [p for p in corpus_files() if p.name == "prototxt__scrc_word_to_preds_full.prototxt"]
+    if not found:
+        pytest.skip("the corpus of public prototxts is not beside this clone (CI has it)")
+    net = caffe_lstm.load(found[0], shapes={"cont_sentence": (1, 1), "input_sentence": (1, 1),
+                                            "image_features": (1, 1008),
+                                            "fc7_context": (1, 4096)})
+    axes = find_batch_axes(net.with_state_io().graph)
+    assert axes.batch == 1
+    assert axes.inputs == {"cont_sentence": 1, "input_sentence": 1, "image_features": 0,
+                           "fc7_context": 0, **{f"{layer}/{s}_0": 1 for layer in
+                                                ("lstm1", "lstm2-extended", "lstm2_context")
+                                                for s in "hc"}}
+    assert axes.outputs["probs"] == 1
