@@ -37,5 +37,4 @@ def check_fork_fields(layers: Sequence[SourceLayer], file: str) -> None:
                 "the fork that writes this field says what it selects (jolibrain's ncnn port "
                 "reads it and ignores it); only axis 0, the time-major (time_step, batch_size) "
                 "top, is implemented", where,
-                "drop the field, or implement the fork's layer as a plugin (--plugin, "
-                "docs/plugins.md)")
+                "drop the field, or implement the fork's layer as a plugin (docs/plugins.md)")

@@ -118,6 +118,9 @@ class Op:
     origin: ClassVar[str] = "BVLC Caffe"
     #: What the op does not support, in one sentence ("" when nothing).
     limits: ClassVar[str] = ""
+    #: A plugin's own param message (``param`` not in caffe-lstm's schema): field name ->
+    #: ``ops.plugins.ParamField``, read from the prototxt's text by name. None: no such message.
+    param_fields: ClassVar[dict[str, Any] | None] = None
     #: Why an op has no ``tensorrt`` facet ("" = it has one), for the error listing such nodes.
     tensorrt_missing_reason: ClassVar[str] = ""
     #: Why an op has no ``onnx`` facet ("" = it has one), for the error listing such nodes.
@@ -229,15 +232,27 @@ def missing_facets(op: type[Op]) -> list[str]:
     return [facet for facet in claimed_facets(op) if not has_facet(op, facet)]
 
 
-def register_op(cls: type[Op]) -> type[Op]:
-    """Class decorator: registers ``cls`` under its Caffe type string."""
-    if not cls.type or cls.type in _REGISTRY:
+def register_op(cls: type[Op], *, override: bool = False) -> type[Op]:
+    """Class decorator: registers ``cls`` under its Caffe type string (``override``: replacing
+    the op registered under it; plugins go through ``ops.plugins.register_op``)."""
+    if not cls.type or (cls.type in _REGISTRY and not override):
         raise ValueError(f"op type {cls.type!r} is empty or registered twice")
     if missing := missing_facets(cls):
         raise TypeError(f"op {cls.type} claims facets it does not define: {', '.join(missing)} "
                         "(define them, or give a tensorrt/onnx_missing_reason)")
     _REGISTRY[cls.type] = cls
     return cls
+
+
+def snapshot_registry() -> dict[str, type[Op]]:
+    """A copy of the registry, for ``restore_registry`` (a plugin load that fails, tests)."""
+    return dict(_REGISTRY)
+
+
+def restore_registry(snapshot: dict[str, type[Op]]) -> None:
+    """The registry as ``snapshot_registry`` found it."""
+    _REGISTRY.clear()
+    _REGISTRY.update(snapshot)
 
 
 def get_op(op_type: str) -> type[Op] | None:
@@ -277,7 +292,8 @@ def check_facet(graph: Graph, facet: str, refusal: str) -> None:
             for op, names in missing.items())
         raise UnsupportedLayerError(f"{refusal}: {listing}",
                                     "the rewritten graph",
-                                    "cut them off with --outputs, or report the layer type")
+                                    "cut them off with outputs=, give them that facet in a plugin "
+                                    "(plugins=[...], docs/plugins.md), or report the layer type")
 
 
 def canonical_axis(node: Node, axis: int, rank: int, what: str = "axis") -> int:
