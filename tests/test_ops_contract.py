@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from caffe_lstm.analysis.shapes import ShapeInference
-from caffe_lstm.backends.caffe_writer import _LayerWriter
-from caffe_lstm.backends.dot import _DotWriter
+from caffe_lstm.backends.caffe_writer import CaffeWriter
+from caffe_lstm.backends.dot import DotWriter
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.backends.onnx.context import OnnxContext
 from caffe_lstm.backends.tensorrt.context import EmitContext
@@ -74,8 +74,8 @@ WALKERS = [
     (contexts.NumpyContext, NumpyExecutor),
     (contexts.TensorRTContext, EmitContext),
     (contexts.OnnxContext, OnnxContext),
-    (contexts.CaffeContext, _LayerWriter),
-    (contexts.DotContext, _DotWriter),
+    (contexts.CaffeContext, CaffeWriter),
+    (contexts.DotContext, DotWriter),
     (contexts.ExpandContext, NodeBuilder),
 ]
 

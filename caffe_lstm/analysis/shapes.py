@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import CaffeLstmError, ShapeError
 from caffe_lstm.ir.graph import Graph, Node, Shape, Value
+from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
 
 
@@ -32,30 +33,33 @@ def infer_shapes(graph: Graph, allow_unknown: bool = False) -> Graph:
     for value in graph.inputs:
         if value.shape is not None or not allow_unknown:
             _check_input_shape(value)
-    ShapeInference(allow_unknown).walk(graph)
+    ShapeInference(allow_unknown).walk(graph, [value.shape for value in graph.inputs])
     return graph
 
 
-class ShapeInference:
-    """The walker: each node's ``infer`` facet in order (the context handed to Loop ops)."""
+class ShapeInference(GraphWalker[Shape | None]):
+    """The walker calling each node's ``infer`` facet in order (the context handed to Loop
+    ops); what travels along the edges are shapes (None: unknown, with ``allow_unknown``)."""
+
+    facet = "infer"
 
     def __init__(self, allow_unknown: bool = False) -> None:
         self.allow_unknown = allow_unknown
-
-    def walk(self, graph: Graph) -> None:
-        for node in graph.nodes:
-            if self.allow_unknown and any(value.shape is None for value in node.inputs):
-                for value in node.outputs:
-                    value.shape = None
-                continue
-            _infer_node(node, self)
 
     def run_subgraph(self, graph: Graph, input_shapes: list[Shape]) -> list[Shape]:
         """Shapes ``graph`` (a loop body) from its inputs' shapes; returns its outputs' shapes."""
         for value, shape in zip(graph.inputs, input_shapes):
             value.shape = tuple(shape)
-        self.walk(graph)
-        return [value.shape for value in graph.outputs]
+        return self.walk(graph, [value.shape for value in graph.inputs])
+
+    def visit(self, node: Node, shapes: list[Shape | None]) -> list[Shape | None]:
+        """Sets the shapes of the node's tops (and creates its weight values)."""
+        if self.allow_unknown and any(shape is None for shape in shapes):
+            for value in node.outputs:
+                value.shape = None
+        else:
+            _infer_node(node, self, shapes)
+        return [value.shape for value in node.outputs]
 
 
 def shape_at_profile_sizes(graph: Graph, profiles: Mapping[str, Sequence[Sequence[int]]]
@@ -87,9 +91,8 @@ def _check_input_shape(value: Value) -> None:
     check_dims(value.shape, f"net input '{value.name}'", "")
 
 
-def _infer_node(node: Node, walker: ShapeInference) -> None:
+def _infer_node(node: Node, walker: ShapeInference, shapes: list[Shape | None]) -> None:
     op = get_op(node.op)
-    shapes = [value.shape for value in node.inputs]
     if any(shape is None for shape in shapes):
         missing = [v.name for v in node.inputs if v.shape is None]
         raise ShapeError(f"bottom {missing[0]} has no known shape", node.label, "")

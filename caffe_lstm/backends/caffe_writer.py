@@ -29,6 +29,7 @@ from google.protobuf.message import Message
 
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Node
+from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
 from caffe_lstm.proto import caffe_pb2
 
@@ -48,7 +49,7 @@ def to_net_parameter(graph: Graph) -> tuple[caffe_pb2.NetParameter, list[LayerWe
     net = caffe_pb2.NetParameter(name=graph.name)
     if graph.inputs:
         _add_input_layer(net, graph)
-    _add_layers(net.layer, graph.nodes)
+    net.layer.extend(CaffeWriter().run_subgraph(graph))
     _add_silence(net, graph)
     return net, layer_weights(graph)
 
@@ -80,31 +81,39 @@ def _add_input_layer(net: caffe_pb2.NetParameter, graph: Graph) -> None:
         layer.input_param.shape.add(dim=[int(d) for d in value.shape])
 
 
-def _add_layers(layers, nodes: list[Node]) -> None:
-    """Appends one LayerParameter per node to the repeated field ``layers``."""
-    writer = _LayerWriter()
-    for node in nodes:
-        layers.add().CopyFrom(writer.layer(node))
+class CaffeWriter(GraphWalker[str]):
+    """The walker calling each node's ``caffe`` facet: one LayerParameter per node, and
+    ``run_subgraph`` for an op that holds a graph (a Loop's body); what travels along the
+    edges are blob names."""
 
+    facet = "caffe"
 
-class _LayerWriter:
-    """The writer as the context of the ops' ``caffe`` facet: one LayerParameter per node, and
-    ``run_subgraph`` for an op that holds a graph (a Loop's body)."""
+    def __init__(self) -> None:
+        #: the layers of the graph being written (a body's while its Loop is written)
+        self.layers: list[LayerParameter] = []
 
-    def layer(self, node: Node) -> LayerParameter:
-        layer = LayerParameter(name=node.name, type=node.op, bottom=[v.name for v in node.inputs],
-                               top=[v.name for v in node.outputs])
+    def run_subgraph(self, graph: Graph) -> list[LayerParameter]:
+        """The layers of ``graph`` (the net's, or a body's), for a repeated LayerParameter
+        field."""
+        outer, self.layers = self.layers, []
+        try:
+            self.walk(graph, [value.name for value in graph.inputs])
+            return self.layers
+        finally:
+            self.layers = outer
+
+    def visit(self, node: Node, bottoms: list[str]) -> list[str]:
+        """Appends the node's layer; its tops are its values' names."""
+        tops = [value.name for value in node.outputs]
+        layer = LayerParameter(name=node.name, type=node.op, bottom=bottoms, top=tops)
         for weight in node.weights:
             layer.param.add(name=weight.name)
         op = get_op(node.op)
         fields = op.caffe(self, node)
         if fields:
             _set_fields(getattr(layer, op.param), fields)
-        return layer
-
-    def run_subgraph(self, graph: Graph) -> list[LayerParameter]:
-        """The layers of ``graph``, for a repeated LayerParameter field."""
-        return [self.layer(node) for node in graph.nodes]
+        self.layers.append(layer)
+        return tops
 
 
 def _add_silence(net: caffe_pb2.NetParameter, graph: Graph) -> None:

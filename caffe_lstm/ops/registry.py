@@ -174,10 +174,11 @@ class Op:
 
 
 def has_facet(op: type[Op], facet: str) -> bool:
-    """Whether ``op`` (or a base class of it other than ``Op``) defines ``facet``."""
+    """Whether ``op`` (or a base class of it other than ``Op``) defines ``facet`` (as other
+    than None: ``onnx = None`` says the op has no ONNX form)."""
     for cls in op.__mro__:
         if facet in vars(cls):
-            return cls is not Op
+            return cls is not Op and vars(cls)[facet] is not None
     raise AttributeError(f"no facet {facet!r}")
 
 
@@ -235,6 +236,10 @@ def recurrent_spec(op_type: str) -> RecurrentSpec | None:
 # ---- helpers shared by the op families -------------------------------------------------------
 
 
+#: The reason ``check_facet`` gives for an op that has no ``<facet>_missing_reason``.
+_NO_FORM = {"tensorrt": "no TensorRT emission yet", "onnx": "no ONNX form yet"}
+
+
 def check_facet(graph: Graph, facet: str, refusal: str) -> None:
     """Lists, in one error that starts with ``refusal``, every node (loop bodies included)
     whose op lacks ``facet`` ("tensorrt", "onnx"), by type with its ``<facet>_missing_reason``."""
@@ -244,7 +249,8 @@ def check_facet(graph: Graph, facet: str, refusal: str) -> None:
             missing[node.op].append(node.name)
     if missing:
         listing = "; ".join(
-            f"{op} ({', '.join(names)}): {getattr(get_op(op), f'{facet}_missing_reason')}"
+            f"{op} ({', '.join(names)}): "
+            f"{getattr(get_op(op), f'{facet}_missing_reason') or _NO_FORM[facet]}"
             for op, names in missing.items())
         raise UnsupportedLayerError(f"{refusal}: {listing}",
                                     "the rewritten graph",
