@@ -16,7 +16,7 @@ from caffe_lstm.backends.dot import DotWriter
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.backends.onnx.context import OnnxContext
 from caffe_lstm.backends.tensorrt.context import EmitContext
-from caffe_lstm.frontend.importer import _SubgraphImport
+from caffe_lstm.frontend.importer import Importer
 from caffe_lstm.ops import FACETS, Op, contexts
 from caffe_lstm.ops.builder import NodeBuilder
 
@@ -69,7 +69,7 @@ def test_the_heading_pattern_finds_a_wrong_signature(tmp_path):
 # ---- every walker is the context it hands to the facets --------------------------------------
 
 WALKERS = [
-    (contexts.ImportContext, _SubgraphImport),
+    (contexts.ImportContext, Importer),
     (contexts.ShapeContext, ShapeInference),
     (contexts.NumpyContext, NumpyExecutor),
     (contexts.TensorRTContext, EmitContext),

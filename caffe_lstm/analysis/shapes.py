@@ -58,8 +58,27 @@ class ShapeInference(GraphWalker[Shape | None]):
             for value in node.outputs:
                 value.shape = None
         else:
-            _infer_node(node, self, shapes)
+            self._infer(node, shapes)
         return [value.shape for value in node.outputs]
+
+    def _infer(self, node: Node, shapes: list[Shape | None]) -> None:
+        op = get_op(node.op)
+        if any(shape is None for shape in shapes):
+            missing = [v.name for v in node.inputs if v.shape is None]
+            raise ShapeError(f"bottom {missing[0]} has no known shape", node.label, "")
+        try:
+            out_shapes = op.infer(self, node, *shapes)
+            expected = op.blobs(self, node, *shapes)
+        except CaffeLstmError:
+            raise
+        except Exception as exc:
+            # A bug, not a user error: keep the traceback, but say which node it was.
+            exc.add_note(f"while inferring shapes of {node.name} ({node.op})")
+            raise
+        _check_result_dims(node, out_shapes, expected)
+        for value, shape in zip(node.outputs, out_shapes):
+            value.shape = tuple(int(d) for d in shape)
+        _ensure_weights(node, expected)
 
 
 def shape_at_profile_sizes(graph: Graph, profiles: Mapping[str, Sequence[Sequence[int]]]
@@ -89,26 +108,6 @@ def _check_input_shape(value: Value) -> None:
         raise ShapeError(f"net input '{value.name}' has no shape", "",
                          "give it a shape in the prototxt (an Input layer's input_param)")
     check_dims(value.shape, f"net input '{value.name}'", "")
-
-
-def _infer_node(node: Node, walker: ShapeInference, shapes: list[Shape | None]) -> None:
-    op = get_op(node.op)
-    if any(shape is None for shape in shapes):
-        missing = [v.name for v in node.inputs if v.shape is None]
-        raise ShapeError(f"bottom {missing[0]} has no known shape", node.label, "")
-    try:
-        out_shapes = op.infer(walker, node, *shapes)
-        expected = op.blobs(walker, node, *shapes)
-    except CaffeLstmError:
-        raise
-    except Exception as exc:
-        # A bug, not a user error: keep the traceback, but say which node it was.
-        exc.add_note(f"while inferring shapes of {node.name} ({node.op})")
-        raise
-    _check_result_dims(node, out_shapes, expected)
-    for value, shape in zip(node.outputs, out_shapes):
-        value.shape = tuple(int(d) for d in shape)
-    _ensure_weights(node, expected)
 
 
 def _check_result_dims(node: Node, out_shapes, expected) -> None:

@@ -138,8 +138,7 @@ def _all_values(graph: Graph) -> list[Value]:
     """Every value of ``graph`` and of the loop bodies inside it, once each."""
     found: dict[int, Value] = {id(v): v for v in graph.inputs}
     for node in graph.all_nodes():
-        body = node.attrs.get("body")
-        body_inputs = body.inputs if isinstance(body, Graph) else []
+        body_inputs = [value for body in node.subgraphs for value in body.inputs]
         found.update((id(v), v) for v in [*node.inputs, *node.outputs, *body_inputs])
     return list(found.values())
 
