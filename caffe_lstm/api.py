@@ -31,7 +31,7 @@ from caffe_lstm.errors import CaffeLstmError, ModelLoadError, OutputError, Shape
 from caffe_lstm.feeds import apply_feeds, random_feeds
 from caffe_lstm.files import atomic_output, load_npz
 from caffe_lstm.frontend.caffemodel import read_caffemodel
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import layer_types, load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
@@ -217,7 +217,7 @@ class Net:
         """Writes the rewritten net as ``outdir/<stem>.prototxt`` (and ``.caffemodel`` when
         weights were loaded): the loop form with caffe-lstm's Loop layer, or with ``unroll``
         plain upstream Caffe. Nothing is left behind on an error; returns the files written."""
-        from caffe_lstm.backends.caffe_writer import to_net_parameter, write_prototxt
+        from caffe_lstm.frontend.caffe_writer import to_net_parameter, write_prototxt
 
         outdir, stem = Path(outdir), self.prototxt.stem
         graph = self.rewritten(unroll).graph

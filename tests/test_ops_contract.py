@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from caffe_lstm.analysis.shapes import ShapeInference
-from caffe_lstm.backends.caffe_writer import CaffeWriter
+from caffe_lstm.frontend.caffe_writer import CaffeWriter
 from caffe_lstm.backends.dot import DotWriter
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.backends.onnx.context import OnnxContext

@@ -226,7 +226,7 @@ class OnnxContext(Protocol):
 
 
 class CaffeContext(Protocol):
-    """The Caffe writer, handed to ``caffe`` (``backends/caffe_writer.py``)."""
+    """The Caffe writer, handed to ``caffe`` (``frontend/caffe_writer.py``)."""
 
     def run_subgraph(self, graph: Graph) -> list[Any]:
         """The layers of ``graph``, for a repeated LayerParameter field."""
