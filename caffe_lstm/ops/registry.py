@@ -25,14 +25,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from caffe_lstm.errors import ShapeError, UnsupportedLayerError
 from caffe_lstm.ir.graph import Graph, Node, Shape
 from caffe_lstm.ops.contexts import (CaffeContext, DotContext, ExpandContext, ImportContext,
-                                     NumpyContext, OnnxContext, ShapeContext, TensorRTContext)
+                                     NumpyContext, OnnxContext, ParamView, ShapeContext,
+                                     TensorRTContext)
+
+if TYPE_CHECKING:  # the recurrent package registers its ops through this module
+    from caffe_lstm.ops.recurrent.cell import LstmWeights
 
 _REGISTRY: dict[str, type[Op]] = {}
 
@@ -95,7 +99,7 @@ class Op:
     onnx_missing_reason: ClassVar[str] = ""
 
     @staticmethod
-    def parse(ctx: ImportContext | None, p: Any) -> dict[str, Any]:
+    def parse(ctx: ImportContext | None, p: ParamView | None) -> dict[str, Any]:
         """The node's attributes from the layer's param message (``p``: the frontend's
         format-free view of it, None for an op without ``param``). Default: none."""
         return {}
@@ -163,12 +167,12 @@ class Op:
         raise _missing("expand", node)
 
     @staticmethod
-    def roles(node: Node, blobs: list[np.ndarray]) -> Any:
+    def roles(node: Node, blobs: list[np.ndarray]) -> LstmWeights:
         """The blobs (Caffe's order) by role, for ``weights export|import``."""
         raise _missing("roles", node)
 
     @staticmethod
-    def file_order(node: Node, roles: Any) -> list[np.ndarray]:
+    def file_order(node: Node, roles: LstmWeights) -> list[np.ndarray]:
         """The inverse of ``roles``: the blobs in Caffe's order."""
         raise _missing("file_order", node)
 
