@@ -1,4 +1,5 @@
-"""Files at the edges: .npz tensors in and out, and atomic writes (never a half-written file)."""
+"""Files at the edges: .npz tensors in and out, and atomic writes (never a half-written file,
+never an input overwritten, nothing left behind on an error)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,47 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def maybe_atomic(path: str | Path | None) -> Iterator[Path | None]:
+    """``atomic_output(path)``, or None (nothing to write) when ``path`` is None."""
+    if path is None:
+        yield None
+        return
+    with atomic_output(path) as tmp:
+        yield tmp
+
+
+def refuse_to_overwrite(targets: list[Path], sources: list[Path | None]) -> None:
+    """The outputs must not replace the files being read (an output folder = the net's own)."""
+    for target in targets:
+        if any(source is not None and target.resolve() == source.resolve()
+               for source in sources):
+            raise OutputError("the output would overwrite an input file", str(target),
+                              "choose another -o directory")
+
+
+@contextlib.contextmanager
+def nothing_left_on_error(outdir: Path) -> Iterator[list[Path]]:
+    """Creates ``outdir`` (and missing parents); on an error removes the files written so far
+    (the yielded list) and the directories it created, then re-raises."""
+    created = [p for p in (outdir, *outdir.parents) if not p.exists()]
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the output directory ({exc.strerror})", str(outdir),
+                          "choose a directory that can be created and written") from None
+    written: list[Path] = []
+    try:
+        yield written
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        for folder in created:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def _chmod_like_new_file(path: str) -> None:

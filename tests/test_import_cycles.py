@@ -13,18 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "caffe_lstm"
-
-#: Circles known today, each with its reason; the test below fails once one is cut, so that
-#: the entry is removed.
-KNOWN = {
-    frozenset({"caffe_lstm.ops.recurrent.layers", "caffe_lstm.ops.recurrent.native"}):
-        "native.py imports layers._fork_view inside a function (issue 16: the recurrent "
-        "package's own cut, on the recurrent branch)",
-}
-
 
 def modules(package: Path) -> dict[str, Path]:
     """Dotted module name -> file, for every .py under ``package`` (a package is its
@@ -121,14 +110,8 @@ def _listing(found: list[frozenset[str]]) -> str:
 
 
 def test_no_import_cycle_in_the_package():
-    found = [cycle for cycle in cycles(import_graph(PACKAGE)) if cycle not in KNOWN]
+    found = cycles(import_graph(PACKAGE))
     assert not found, f"import circles: {_listing(found)}"
-
-
-@pytest.mark.parametrize("cycle", sorted(KNOWN, key=sorted), ids=lambda c: "-".join(sorted(c)))
-@pytest.mark.xfail(strict=True, reason="a known circle, cut on another branch (see KNOWN)")
-def test_known_cycle_is_cut(cycle):
-    assert cycle not in cycles(import_graph(PACKAGE)), KNOWN[cycle]
 
 
 def test_a_lazy_import_circle_is_found(tmp_path):

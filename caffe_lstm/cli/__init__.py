@@ -14,6 +14,7 @@ from caffe_lstm.cli import rewrite as _rewrite  # noqa: F401
 from caffe_lstm.cli import convert as _convert  # noqa: F401
 from caffe_lstm.cli import export as _export  # noqa: F401
 from caffe_lstm.cli import weights as _weights  # noqa: F401
+from caffe_lstm.cli import triton as _triton  # noqa: F401
 
 __all__ = ["UserError", "cli", "main"]
 

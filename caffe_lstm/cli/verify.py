@@ -9,7 +9,8 @@ import click
 
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
-                                    pass_options, selection_options, weights_option)
+                                    pass_options, runtime_option, selection_options,
+                                    weights_option)
 from caffe_lstm.compare import Comparison
 from caffe_lstm.errors import VerificationError
 
@@ -22,8 +23,7 @@ from caffe_lstm.errors import VerificationError
 @click.option("--engine", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also run this engine (needs a GPU; without one the TensorRT network is "
                    "checked on the CPU instead).")
-@click.option("--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]),
-              default="auto", show_default=True, help="The TensorRT runtime to use.")
+@runtime_option("The TensorRT runtime to use;")
 @click.option("--fp16", is_flag=True, help="Check the TensorRT network emitted in float16.")
 @click.option("--trt/--no-trt", "with_trt", default=True, show_default=True,
               help="Check the emitted TensorRT network on the CPU when TensorRT is installed.")

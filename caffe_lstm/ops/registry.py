@@ -24,13 +24,14 @@ declares (``claimed_facets``), and ``register_op`` refuses a class that lacks on
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from caffe_lstm.errors import ShapeError, UnsupportedLayerError
-from caffe_lstm.ir.graph import Graph, Node, Shape
+from caffe_lstm.ir.graph import Graph, Node, Shape, Value
 from caffe_lstm.ops.contexts import (CaffeContext, DotContext, ExpandContext, ImportContext,
                                      NumpyContext, OnnxContext, ParamView, ShapeContext,
                                      TensorRTContext)
@@ -69,6 +70,28 @@ class RecurrentSpec:
     static_bottom: int | None = 2
     exposable: bool = True
     has_layouts: bool = False
+    #: The widths of the carried states of a node, in ``states`` order (needed when exposable).
+    widths: Callable[[Node], tuple[int, ...]] | None = None
+
+    def is_exposed(self, node: Node) -> bool:
+        """Whether the node's states are bottoms and tops already (``expose_hidden``)."""
+        return bool(node.attrs.get("expose_hidden"))
+
+    def expose(self, node: Node) -> tuple[list[Value], list[Value]]:
+        """Switches ``expose_hidden`` on: appends the initial states ``<layer>/<state>_0``
+        (1, N, width) as bottoms and the final states ``<layer>/<state>_T`` as tops; returns
+        both lists, for the caller to make them net inputs and outputs."""
+        if not self.exposable or self.widths is None:
+            raise ValueError(f"{node.op} node {node.name} has no states to expose")
+        batch, widths = node.inputs[0].shape[1], self.widths(node)
+        initial = [Value(f"{node.name}/{name}_0", (1, batch, width))
+                   for name, width in zip(self.states, widths)]
+        finals = [Value(f"{node.name}/{name}_T", (1, batch, width), producer=node)
+                  for name, width in zip(self.states, widths)]
+        node.inputs.extend(initial)
+        node.outputs.extend(finals)
+        node.attrs["expose_hidden"] = True
+        return initial, finals
 
 
 def _missing(facet: str, node: Node) -> MissingFacetError:

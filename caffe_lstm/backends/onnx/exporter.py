@@ -21,19 +21,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from caffe_lstm.analysis.shapes import shape_at_profile_sizes
+from caffe_lstm.analysis.profiles import shape_at_profile_sizes
 from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts, Streamed
 from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Value
 from caffe_lstm.ops import check_facet, get_op
-
-#: The opsets the exporter writes: 13 is the first with Split/Squeeze/Unsqueeze/ReduceSum
-#: taking their sizes and axes as inputs and Softmax on one axis; 21 the newest checked here
-#: with onnxruntime and onnx's checker.
-MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 13, 21, 17
-#: (min, opt, max) shapes of one dynamic input, as ``convert --shape`` takes them.
-Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+from caffe_lstm.options import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Profile
 
 _INSTALL_HINT = "install it: pip install 'caffe-lstm[onnx]'"
 
