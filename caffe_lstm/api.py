@@ -1,15 +1,8 @@
-"""The Python API: what every ``caffe-lstm`` command does, as calls a notebook or a build
-pipeline can make (the CLI is argument parsing over these calls, and printing).
-
-    import caffe_lstm
-    net = caffe_lstm.load("captioner.prototxt", "captioner.caffemodel")
-    outputs = net.run(seed=0)                     # the rewritten graph, with numpy
-    report = net.verify(seed=0)                   # equations vs rewrite vs TensorRT network
-    engine = net.build_engine("captioner.engine", fp16=True)
-
-User mistakes raise ``caffe_lstm.CaffeLstmError`` subclasses (``error.line()`` is the one-line
-message the CLI prints); nothing here prints or exits. A ``Net`` is not changed by its methods:
-each works on its own copy of the graph (weights are shared, not copied). See docs/api.md.
+"""The Python API (docs/api.md): what every ``caffe-lstm`` command does, as calls a notebook
+or a build pipeline can make; the CLI is argument parsing over these calls, and printing. User
+mistakes raise ``CaffeLstmError`` subclasses (``error.line()``: the one line the CLI prints);
+nothing here prints or exits. A ``Net`` is not changed by its methods: each works on its own
+copy of the graph (the weight arrays are shared, not copied).
 """
 
 from __future__ import annotations
@@ -23,19 +16,22 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from caffe_lstm.analysis.checks import require_layers, require_weights
 from caffe_lstm.analysis.profiles import checked_profiles
 from caffe_lstm.analysis.summary import summarize
+from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.compare import Comparison, compare_outputs
-from caffe_lstm.errors import CaffeLstmError, ModelLoadError
+from caffe_lstm.errors import CaffeLstmError, ModelLoadError, UnsupportedLayerError
 from caffe_lstm.feeds import apply_feeds, random_feeds
-from caffe_lstm.files import (atomic_output, load_npz, maybe_atomic, nothing_left_on_error,
+from caffe_lstm.files import (arrays_from, atomic_output, maybe_atomic, nothing_left_on_error,
                               refuse_to_overwrite)
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
-from caffe_lstm.ops import get_op, has_facet, recurrent_spec
+from caffe_lstm.layouts import export_layer, import_layer, layout_layer
+from caffe_lstm.ops import get_op, has_facet, noted_without_facet, recurrent_spec
 from caffe_lstm.options import DEFAULT_OPSET, LstmOp, Profile, Route, Runtime, State
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
@@ -44,54 +40,29 @@ from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_i
 Inputs = Mapping[str, np.ndarray] | str | Path | None
 
 
-
 def load(prototxt: str | Path, weights: str | Path | None = None, *,
          outputs: Sequence[str] = (), phase: str = "TEST", stages: Sequence[str] = (),
-         shapes: Mapping[str, Sequence[int]] | None = None,
-         allow_unknown_shapes: bool = False) -> Net:
-    """Reads a Caffe net (and its trained weights) into a shaped ``Net``.
-
-    A train/test net is read as its deploy graph: loss, accuracy and Silence layers are dropped
-    and data layers become net inputs (``Net.notes`` says what changed). Fields the schema does
-    not know are skipped (``Net.unknown_fields``) unless one could change a converted layer.
-
-    Args:
-        prototxt: the net definition (any Caffe version: V0/V1 layers are upgraded).
-        weights: the .caffemodel, or None (shapes are still known; running needs weights).
-        outputs: blob names to make the outputs; layers not needed for them are dropped
-            (how to cut off a post-processing layer). Empty: Caffe's own outputs (a train net:
-            its predictions).
-        phase: ``"TEST"`` or ``"TRAIN"``, selecting layers by their include/exclude rules.
-        stages: stage names, selecting layers as Caffe's NetState does.
-        shapes: net input name -> dims, replacing the prototxt's shape or giving one a data
-            layer leaves open (``--shape NAME:DIMS``).
-        allow_unknown_shapes: let net inputs stay unshaped (their values' shapes are None),
-            as ``inspect`` shows them; otherwise an unshaped input is an error.
-
-    Raises:
-        CaffeLstmError: an unreadable or invalid net or caffemodel (one-line message).
-    """
-    selection = LayerSelection(phase=phase, stages=frozenset(stages))
-    loaded = load_net(prototxt, weights, selection=selection, outputs=list(outputs),
-                      shapes=shapes, allow_unknown_shapes=allow_unknown_shapes)
+         shapes: Mapping[str, Sequence[int]] | None = None, allow_unknown_shapes: bool = False,
+         plugins: Sequence[str | Path | type] = (), python_path: str | Path | None = None) -> Net:
+    """Reads a Caffe net (any version) and its .caffemodel (or None: shapes only) into a
+    shaped ``Net``; a train/test net as its deploy graph (``Net.notes`` says what changed).
+    ``outputs``: the blobs kept as outputs (layers not needed are dropped); ``phase``, ``stages``:
+    Caffe's layer selection; ``shapes``: input name -> dims; ``allow_unknown_shapes``: unshaped
+    inputs stay None; ``plugins``, ``python_path``: layer types from outside (docs/plugins.md).
+    Unknown fields are skipped unless one could change a converted layer. Raises CaffeLstmError."""
+    loaded = load_net(prototxt, weights, selection=LayerSelection(phase, stages=frozenset(stages)),
+                      outputs=list(outputs), shapes=shapes, plugins=plugins,
+                      allow_unknown_shapes=allow_unknown_shapes, python_path=python_path)
     return Net(loaded.graph, Path(prototxt), None if weights is None else Path(weights),
                loaded.missing_weights, loaded.notes, loaded.skipped)
 
 
 @dataclass
 class Net:
-    """A loaded Caffe net: its graph (format-free IR) and where it came from.
-
-    Attributes:
-        graph: the net as loaded (recurrent layers intact), shapes inferred.
-        prototxt: the net definition it was read from.
-        weights: the caffemodel it was read with, or None.
-        missing_weights: layers that need weights the caffemodel lacks.
-        notes: what loading changed, one line each (a train net's dropped training layers,
-            its data layers read as inputs).
-        unknown_fields: the fields, enum values and messages of the prototxt that the schema
-            does not know and that were skipped (``frontend.unknown.SkippedField``).
-    """
+    """A loaded Caffe net: its ``graph`` (format-free IR, recurrent layers intact, shaped),
+    the ``prototxt`` and ``weights`` it was read from, the layers the caffemodel has no weights
+    for (``missing_weights``), what loading changed (``notes``) and the prototxt's fields the
+    schema does not know, skipped (``unknown_fields``: ``frontend.unknown.SkippedField``)."""
 
     graph: Graph
     prototxt: Path
@@ -99,8 +70,6 @@ class Net:
     missing_weights: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     unknown_fields: list[SkippedField] = field(default_factory=list)
-
-    # ---- what it is --------------------------------------------------------------------------
 
     @property
     def inputs(self) -> dict[str, tuple[int, ...]]:
@@ -118,9 +87,8 @@ class Net:
         return [node.name for node in self.graph.nodes if recurrent_spec(node.op)]
 
     def summary(self, rewritten: bool = False) -> dict[str, Any]:
-        """What ``inspect --json`` prints: inputs, outputs, layers with shapes and blob shapes,
-        the recurrent layers; ``rewritten``: of the graph after the rewrite (loop bodies nested
-        under ``body``)."""
+        """What ``inspect --json`` prints (``rewritten``: after the rewrite, loop bodies nested
+        under ``body``): inputs, outputs, layers with their shapes, the recurrent layers."""
         return summarize(self.rewritten().graph if rewritten else self.graph)
 
     # ---- transformations (each returns a new Net) ----------------------------------------------
@@ -134,7 +102,7 @@ class Net:
         """The recurrent rewrite: every recurrent layer becomes primitive layers and one Loop
         (``unroll``: then T step blocks of plain Caffe layers)."""
         net = self.copy()
-        run_passes(net.graph, DEFAULT_PIPELINE + (("unroll",) if unroll else ()))
+        _rewrite(net.graph, unroll)
         return net
 
     def with_state_io(self) -> Net:
@@ -147,7 +115,7 @@ class Net:
     @property
     def needs_state_io(self) -> bool:
         """Whether some recurrent layer's cont could be non-zero at t = 0, so that Caffe would
-        carry the previous call's state in (what ``--state auto`` looks at)."""
+        carry the previous call's state in (what ``state="auto"`` looks at)."""
         return needs_state_io(self.graph)
 
     # ---- running ------------------------------------------------------------------------------
@@ -161,18 +129,13 @@ class Net:
             state: State | str = "zero") -> dict[str, np.ndarray]:
         """One Caffe Forward call on the CPU with numpy; returns every output by name.
 
-        Args:
-            inputs: arrays by Caffe blob name (time-major), or an .npz path; None: random ones
-                from ``seed``. Dims may differ from the prototxt's (another T or N).
-            original: execute the recurrent layers from their equations instead of the
-                rewritten graph.
-            state: ``"zero"`` (start from zero state), ``"io"`` (states are inputs and
-                outputs, see ``with_state_io``) or ``"auto"`` (io when a cont could be 1 at
-                t = 0); a ``State`` or its value.
+        ``inputs``: arrays by Caffe blob name (time-major; dims may differ from the
+        prototxt's), or an .npz path; None: random ones from ``seed``. ``original``: the
+        recurrent layers from their equations, not the rewritten graph. ``state``: a ``State``
+        or its value (io: the states are inputs and outputs, see ``with_state_io``).
         """
-        net = self._stated(state)
-        graph, feeds = net._fed_graph(inputs, seed)
-        return _executor(graph if original else _rewrite(graph)).run(feeds)
+        graph, feeds = self._stated(state)._fed_graph(inputs, seed)
+        return NumpyExecutor(graph if original else _rewrite(graph)).run(feeds)
 
     def run_engine(self, engine: str | Path, inputs: Inputs = None, *, seed: int = 0,
                    state: State | str = "zero", runtime: Runtime | str = "auto"
@@ -190,11 +153,13 @@ class Net:
         run by onnxruntime (``onnxruntime``; None: when it imports) and, with ``engine`` on
         a GPU, the engine. Returns the report; ``report.ok`` says whether all agree."""
         graph, feeds = self._fed_graph(inputs, seed)
-        reference = _executor(graph).run(feeds)
+        reference = NumpyExecutor(graph).run(feeds)
         report = Verification(atol, rtol)
         candidates = self._candidates(report, feeds, engine, Runtime.parse(runtime, "runtime"),
                                       fp16, tensorrt)
-        if _wants_onnxruntime(onnxruntime):
+        from caffe_lstm.backends.onnx.runtime import wants_onnxruntime
+
+        if wants_onnxruntime(onnxruntime):
             candidates += self._onnx_candidate(report, feeds, required=bool(onnxruntime))
         for title, candidate in candidates:
             report.results.append((title, compare_outputs(reference, candidate(), atol, rtol)))
@@ -214,6 +179,7 @@ class Net:
         plain upstream Caffe. Nothing is left behind on an error; returns the files written."""
         from caffe_lstm.frontend.caffe_writer import to_net_parameter, write_prototxt
 
+        self._require_layers()
         outdir, stem = Path(outdir), self.prototxt.stem
         graph = self.rewritten(unroll).graph
         definition, blobs = to_net_parameter(graph)
@@ -236,26 +202,18 @@ class Net:
                      via: Route | str = "caffe-lstm", opset: int = DEFAULT_OPSET) -> Engine:
         """Builds a serialized TensorRT engine with the recurrence inside (one ILoop per layer).
 
-        Args:
-            path: where to write it (atomically; opened before the build, so an unwritable
-                path fails first); None: only return it.
-            runtime: ``"auto"``, ``"tensorrt"`` or ``"tensorrt-rtx"`` (builds without a GPU).
-            fp16: compute in float16 (explicit casts; inputs and outputs stay float32).
-            shapes: input name -> (min, opt, max) shapes: those inputs become dynamic (the
-                ranges are checked against the layers first).
-            state: ``"zero"``, ``"io"`` or ``"auto"`` (io when a cont could be 1 at t = 0).
-            unroll: T step blocks instead of one ILoop per recurrent layer.
-            verbosity: TensorRT's log level on stderr (0: errors are raised, not printed).
-            progress: called as ``progress(phase, step, steps)`` during the build.
-            via: ``"caffe-lstm"`` (our emitter) or ``"onnx"``: the net is exported to ONNX
-                (``opset``) and TensorRT's own ``OnnxParser`` builds the network, a second
-                route for a TensorRT version that trips over one of them.
+        ``path``: written atomically (None: only returned); ``runtime``, ``state``, ``via``: a
+        ``Runtime``, ``State``, ``Route`` or its value; ``fp16``: float16 math, float32 I/O;
+        ``shapes``: input name -> (min, opt, max), checked against the layers; ``unroll``: T
+        step blocks, no ILoop; ``verbosity``: TensorRT's log level on stderr; ``progress(phase,
+        step, steps)``: called during the build; ``opset``: of the model ``via="onnx"`` builds.
         """
         from caffe_lstm.backends.tensorrt.build import BuildOptions
         from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
         route = Route.parse(via, "via")
         trt_runtime = load_runtime(Runtime.parse(runtime, "runtime").value)
+        self._require_layers()
         self._require_weights("build an engine")
         net = self._stated(state)
         profiles = checked_profiles(net.graph, shapes)
@@ -275,36 +233,28 @@ class Net:
                     shapes: Mapping[str, Profile] | None = None,
                     state: State | str = "auto", lstm_op: LstmOp | str = "scan") -> OnnxExport:
         """Writes the rewritten net as an ONNX model: each recurrent layer one ``Scan``, its
-        input projection one MatMul before it, inputs and outputs named after the Caffe blobs
-        (``lstm_op="native"``: ONNX's own LSTM/RNN operator instead, where it is exact).
-
-        Args:
-            path: the .onnx file (atomically; initializers of 2 GiB or more go to
-                ``<path>.data`` beside it); None: only return the model bytes.
-            opset: the ONNX opset, 13 to 21.
-            shapes: input name -> (min, opt, max) shapes: the dims that vary become symbolic
-                (``<input>_dim<axis>``); the ranges are checked against the layers first.
-            state: ``"zero"``, ``"io"`` or ``"auto"`` (io when a cont could be 1 at t = 0).
-            lstm_op: ``"scan"`` (every recurrent layer one Scan: always exact) or
-                ``"native"``: each LSTM, RNN and fork Lstm one ONNX ``LSTM`` / ``RNN`` node;
-                a layer that operator would compute differently (a cont input, x_static,
-                clipped ReLU, cell_clip, num_proj...) is refused, naming it and why
-                (ops/recurrent/native.py has the rules).
+        input projection one MatMul before it, inputs and outputs named after the Caffe blobs.
+        ``path``: written atomically (initializers of 2 GiB or more to ``<path>.data``; None:
+        only the bytes); ``opset``: 13 to 21; ``shapes``: input name -> (min, opt, max), the
+        dims that vary become symbolic; ``state``, ``lstm_op``: a ``State``, ``LstmOp`` or its
+        value (native: ONNX's own LSTM/RNN, refused where not exact: ops/recurrent/native.py).
         """
-        from caffe_lstm.backends.onnx.exporter import build_model, check_opset, save_model
+        from caffe_lstm.backends.onnx.exporter import (build_model, check_opset, save_model,
+                                                       value_dims)
 
         check_opset(opset)
         lstm_op = LstmOp.parse(lstm_op, "lstm_op")
+        self._require_layers()
         self._require_weights("export to ONNX")
         graph, profiles = self._onnx_graph(shapes, state, lstm_op)
         # written to a file, the large weights go from the caffemodel's memory map to the file
         # without a copy in between (build_model's stream)
         model, streamed = build_model(graph, opset, profiles, stream=path is not None)
-        data = save_model(model, path, streamed) if path is not None else None
-        return OnnxExport(None if path is None else Path(path), data, opset,
-                          _onnx_dims(model.graph.input), _onnx_dims(model.graph.output),
-                          len(model.graph.node),
-                          model.SerializeToString() if path is None else None)
+        written = path is not None
+        return OnnxExport(Path(path) if written else None,
+                          save_model(model, path, streamed) if written else None, opset,
+                          value_dims(model.graph.input), value_dims(model.graph.output),
+                          len(model.graph.node), None if written else model.SerializeToString())
 
     def run_onnxruntime(self, inputs: Inputs = None, *, seed: int = 0,
                         state: State | str = "zero",
@@ -315,22 +265,18 @@ class Net:
         from caffe_lstm.backends.onnx.runtime import require_onnxruntime, run_model
 
         require_onnxruntime()
-        net = self._stated(state)
-        graph, feeds = net._fed_graph(inputs, seed)
+        graph, feeds = self._stated(state)._fed_graph(inputs, seed)
         if model is not None:
             return run_model(Path(model), feeds, str(model))
-        fed = Net(graph, self.prototxt, self.weights, list(self.missing_weights))
-        fed._require_weights("run with onnxruntime")
-        onnx_graph, profiles = fed._onnx_graph(None, State.ZERO)    # io: already in
-        # the large weights go to onnxruntime from the caffemodel's memory map (no protobuf)
-        model, streamed = build_model(onnx_graph, DEFAULT_OPSET, profiles, stream=True)
+        self._require_weights("run with onnxruntime")
+        # shaped for the feeds; the weights go from the caffemodel's memory map (no protobuf)
+        model, streamed = build_model(_rewrite(graph), DEFAULT_OPSET, {}, stream=True)
         return run_model(model, feeds, streamed=streamed)
 
     def _onnx_graph(self, shapes: Mapping[str, Profile] | None, state: State | str,
                     lstm_op: LstmOp = LstmOp.SCAN) -> tuple[Graph, dict[str, Profile]]:
-        """The rewritten graph to export (with the state inputs and outputs when asked) and
-        the shape profiles checked against its layers. ``lstm_op="native"``: the layers whose
-        op has an ``onnx`` facet (the recurrent ones: ONNX's own operators) stay whole."""
+        """The rewritten graph to export and its checked shape profiles; with ``native``, the
+        layers whose op has an ``onnx`` facet (ONNX's own LSTM/RNN) stay whole."""
         net = self._stated(state)
         profiles = checked_profiles(net.graph, shapes)
         if lstm_op is LstmOp.NATIVE:
@@ -339,11 +285,9 @@ class Net:
 
     def _onnx_candidate(self, report: Verification, feeds: dict,
                         required: bool) -> list[tuple[str, Callable]]:
-        """``verify``'s onnxruntime column, (title, run): the net exported for the feeds' shapes,
-        run by onnxruntime. Unless ``required``, a net with layers that have no ONNX form gets
-        a note instead."""
+        """``verify``'s onnxruntime column, (title, run): the net exported for the feeds' shapes;
+        unless ``required``, a note instead for a net with layers that have no ONNX form."""
         from caffe_lstm.backends.onnx.exporter import check_exportable
-        from caffe_lstm.errors import UnsupportedLayerError
 
         if not required:
             try:
@@ -353,26 +297,25 @@ class Net:
                 return []
         return [("ONNX model (onnxruntime)", lambda: self.run_onnxruntime(feeds))]
 
-    # ---- Triton ---------------------------------------------------------------------------------
-
     def to_triton(self, repository: str | Path, *, backend: str = "python",
                   name: str | None = None, max_batch: int = 8, instances: int = 1,
                   cont_from_start: bool = False, batch_axes: Mapping[str, int] | None = None,
-                  batching: Any = None, opset: int = DEFAULT_OPSET, runtime: str = "auto") -> Any:
-        """Writes ``repository/<name>`` (default: the prototxt's stem), a Triton model:
+                  batching: Any = None, opset: int = DEFAULT_OPSET,
+                  runtime: Runtime | str = "auto") -> Any:
+        """Writes the Triton model ``repository/<name>`` (default: the prototxt's stem):
         ``config.pbtxt`` and ``1/model.plan`` (``backend="tensorrt"``), ``1/model.onnx``
-        (``"onnxruntime"``) or ``1/model.py`` + ``1/model.onnx`` (``"python"``). The tensors
-        are batch-major (N first); carried states become Triton sequence state (see
-        docs/cli.md#triton). ``batch_axes``: input name -> batch axis where the net is
-        ambiguous; ``batching``: a ``caffe_lstm.serving.config.Batching``. Returns a
-        ``caffe_lstm.serving.repository.TritonModel``."""
+        (``"onnxruntime"``) or ``1/model.py`` + ``model.onnx`` (``"python"``); tensors
+        batch-major, states as Triton sequence state (docs/cli.md, caffe-lstm triton).
+        ``batch_axes``: input -> batch axis where ambiguous; ``batching``: a
+        ``serving.config.Batching``. Returns a ``serving.repository.TritonModel``."""
         from caffe_lstm.serving.config import Batching
         from caffe_lstm.serving.repository import TritonOptions, write_repository
 
         self._require_weights("write a Triton model")
-        net = self._stated("io" if self.needs_state_io else "zero")
+        net = self._stated(State.AUTO)
         options = TritonOptions(backend, max_batch, instances, cont_from_start,
-                                dict(batch_axes or {}), batching or Batching(), opset, runtime)
+                                dict(batch_axes or {}), batching or Batching(), opset,
+                                Runtime.parse(runtime, "runtime").value)
         return write_repository(net.graph, repository, name or self.prototxt.stem, options)
 
     # ---- weights ------------------------------------------------------------------------------
@@ -380,14 +323,8 @@ class Net:
     def export_weights(self, layer: str, layout: str) -> dict[str, np.ndarray]:
         """One LSTM layer's weights in another framework's layout (``caffe``, ``pytorch``,
         ``onnx``, ``keras``, ``keras-cudnn``, ``cudnn``, ``tf``), under its own array names."""
-        from caffe_lstm.layouts import export_layer
-
-        node = self._layout_layer(layer)
-        if node.name in self.missing_weights or any(v.data is None for v in node.weights):
-            raise ModelLoadError("the caffemodel has no weights for this layer",
-                                 f"{node.label}, weights {self.weights}",
-                                 "check that the weights are those of this net")
-        return export_layer(node, layout)
+        node = layout_layer(self.graph, layer, str(self.prototxt))
+        return export_layer(node, layout, str(self.weights))
 
     def import_weights(self, layer: str, layout: str, arrays: Inputs,
                        output: str | Path) -> int:
@@ -395,12 +332,13 @@ class Net:
         by ``arrays`` (by name, in ``layout``; an .npz path or a mapping). Two-bias layouts are
         summed into Caffe's one bias. Returns the number of other layers copied."""
         from caffe_lstm.frontend.caffemodel_edit import write_with_layer_replaced
-        from caffe_lstm.layouts import import_layer
 
-        node = self._layout_layer(layer)
-        self._require_weights_file("import weights")
+        node = layout_layer(self.graph, layer, str(self.prototxt))
+        if self.weights is None:
+            raise ModelLoadError("no caffemodel was loaded to import weights into",
+                                 str(self.prototxt), "load the net with its weights")
         source = f"arrays {arrays}" if isinstance(arrays, (str, Path)) else "the arrays"
-        blobs = import_layer(node, layout, _arrays(arrays), source)
+        blobs = import_layer(node, layout, arrays_from(arrays), source)
         return write_with_layer_replaced(output, self.weights, self.prototxt, self.graph, node,
                                          blobs)
 
@@ -409,11 +347,10 @@ class Net:
         to ``output``; returns the number of layers written."""
         from caffe_lstm.synthetic import synthetic_weights
 
+        self._require_layers()
         layers = synthetic_weights(self.graph, seed)
         write_caffemodel(output, layers, net_name=self.graph.name)
         return len(layers)
-
-    # ---- helpers --------------------------------------------------------------------------------
 
     def _stated(self, state: State | str) -> Net:
         """A copy, with the states as inputs and outputs when ``state`` (resolved) is io."""
@@ -423,12 +360,14 @@ class Net:
         return self.with_state_io() if state is State.IO else self.copy()
 
     def _fed_graph(self, inputs: Inputs, seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
-        """A copy of the graph shaped for the inputs, and the inputs (random without any)."""
+        """A copy of the graph shaped for the inputs, and the inputs (random without any); a
+        net with nothing to compute is refused first (what every run starts from)."""
+        self._require_layers()
         net = self.copy()
         if inputs is None:
             return net.graph, net.random_inputs(seed)
         source = str(inputs) if isinstance(inputs, (str, Path)) else "the inputs"
-        feeds = _arrays(inputs)
+        feeds = arrays_from(inputs)
         return net.graph, apply_feeds(net.graph, {**zero_states(net.graph, feeds), **feeds},
                                       source)
 
@@ -441,13 +380,16 @@ class Net:
 
         def numpy_run() -> dict[str, np.ndarray]:
             graph, fed = rewritten()
-            return _executor(graph).run(fed)
+            return NumpyExecutor(graph).run(fed)
 
         candidates = [("rewritten graph (numpy)", numpy_run)]
-        trt_runtime = _runtime_or_none(runtime) if (tensorrt or engine) else None
-        if trt_runtime is None:
+        from caffe_lstm.backends.tensorrt.runtime import has_gpu, load_runtime_if_any
+
+        trt_runtime = load_runtime_if_any(runtime.value) if (tensorrt or engine) else None
+        if trt_runtime is None or (not engine and noted_without_facet(  # no TensorRT form
+                report.notes, rewritten()[0], "tensorrt", "the TensorRT network is not checked")):
             return candidates
-        from caffe_lstm.backends.tensorrt.runtime import has_gpu
+        from caffe_lstm.backends.tensorrt.cpu_walk import evaluate_emitted
 
         if engine is not None and has_gpu():
             candidates.append((f"engine {Path(engine).name} (GPU)",
@@ -456,27 +398,14 @@ class Net:
             report.notes.append("no GPU here: the engine cannot run; its TensorRT network is "
                                 "checked on the CPU")
         title = f"TensorRT network, {'fp16' if fp16 else 'fp32'} (CPU walk)"
-        candidates.append((title, lambda: _walk_network(trt_runtime, *rewritten(), fp16)))
+        candidates.append((title, lambda: evaluate_emitted(trt_runtime, *rewritten(), fp16)))
         return candidates
 
+    def _require_layers(self) -> None:  # nothing to compute: refused by every producer
+        require_layers(self.graph, str(self.prototxt))
+
     def _require_weights(self, purpose: str) -> None:
-        if self.missing_weights:
-            raise ModelLoadError(
-                f"the caffemodel has no weights for layer(s) {', '.join(self.missing_weights)}",
-                str(self.weights or self.prototxt),
-                f"to {purpose}, pass the caffemodel trained for this prototxt (or make "
-                "synthetic ones with `caffe-lstm weights init`)")
-
-    def _require_weights_file(self, purpose: str) -> None:
-        if self.weights is None:
-            raise ModelLoadError(f"no caffemodel was loaded to {purpose} into", str(self.prototxt),
-                                 "load the net with its weights")
-
-    def _layout_layer(self, name: str) -> Node:
-        """The layer called ``name``, whose type has weight layouts (LSTM, the fork's Lstm)."""
-        from caffe_lstm.layouts import layout_layer
-
-        return layout_layer(self.graph, name, str(self.prototxt))
+        require_weights(self.missing_weights, str(self.weights or self.prototxt), purpose)
 
 
 @dataclass
@@ -501,16 +430,10 @@ class Verification:
 
 @dataclass
 class OnnxExport:
-    """An exported ONNX model: where it went and what it declares.
-
-    Attributes:
-        path: the .onnx file (None: not written, see ``model``).
-        data: the external-data file beside it (initializers of 2 GiB or more), or None.
-        opset: the default-domain opset.
-        inputs, outputs: name -> dims (ints, or the names of symbolic dims).
-        nodes: the number of nodes of the main graph (a Scan body counts as one).
-        model: the serialized model when no path was given.
-    """
+    """An exported ONNX model: its ``path`` (None: not written, the bytes are ``model``), the
+    external-data file beside it (``data``: initializers of 2 GiB or more, or None), the
+    ``opset``, the ``inputs`` and ``outputs`` (name -> dims: ints, or symbolic dims by name)
+    and the number of ``nodes`` of the main graph (a Scan body counts as one)."""
 
     path: Path | None
     data: Path | None
@@ -548,27 +471,6 @@ def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,
     return run(load_runtime(Runtime.parse(runtime, "runtime").value), engine, inputs)
 
 
-# ---- module helpers ------------------------------------------------------------------------------
-
-
-def _wants_onnxruntime(choice: bool | None) -> bool:
-    """verify's onnxruntime column: asked for (True: onnxruntime must import), refused, or
-    None: when it imports."""
-    from caffe_lstm.backends.onnx.runtime import onnxruntime_available, require_onnxruntime
-
-    if choice is None:
-        return onnxruntime_available()
-    if choice:
-        require_onnxruntime()
-    return choice
-
-
-def _onnx_dims(infos) -> dict[str, tuple[int | str, ...]]:
-    """name -> dims of ONNX ValueInfoProtos (a symbolic dim by its name, "?" unnamed)."""
-    return {info.name: tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
-                             for d in info.type.tensor_type.shape.dim) for info in infos}
-
-
 def _build_plan(runtime, graph: Graph, options, via: Route, opset: int) -> bytes:
     """The plan of the rewritten ``graph``, through our emitter or through ONNX and TensorRT's
     parser (the model carries the precision: fp16 as explicit casts)."""
@@ -581,16 +483,11 @@ def _build_plan(runtime, graph: Graph, options, via: Route, opset: int) -> bytes
 
     check_opset(opset)
     if options.fp16:
-        raise CaffeLstmError("--fp16 is not available through the ONNX route yet", "--via onnx",
-                             "build fp16 through our emitter (--via caffe-lstm), or fp32 via onnx")
+        raise CaffeLstmError("fp16=True is not available through the ONNX route yet",
+                             "via='onnx'",
+                             "build fp16 through our emitter (via='caffe-lstm'), or fp32 via onnx")
     model, _ = build_model(graph, opset, dict(options.shapes))
     return build_from_onnx(runtime, model.SerializeToString(), options)
-
-
-def _executor(graph: Graph):
-    from caffe_lstm.backends.numpy_exec import NumpyExecutor
-
-    return NumpyExecutor(graph)
 
 
 def _rewrite(graph: Graph, unroll: bool = False) -> Graph:
@@ -601,28 +498,3 @@ def _rewrite(graph: Graph, unroll: bool = False) -> Graph:
 def _has_onnx_form(node: Node) -> bool:
     """Whether the exporter takes ``node`` whole (an LSTM's ONNX LSTM operator)."""
     return has_facet(get_op(node.op), "onnx")
-
-
-def _arrays(inputs: Mapping[str, np.ndarray] | str | Path) -> dict[str, np.ndarray]:
-    return load_npz(inputs) if isinstance(inputs, (str, Path)) else dict(inputs)
-
-
-def _runtime_or_none(choice: Runtime):
-    from caffe_lstm.backends.tensorrt.runtime import BackendUnavailableError, load_runtime
-
-    try:
-        return load_runtime(choice.value)
-    except BackendUnavailableError:
-        if choice is not Runtime.AUTO:
-            raise
-        return None
-
-
-def _walk_network(runtime, graph: Graph, feeds: dict, fp16: bool) -> dict[str, np.ndarray]:
-    """The emitted TensorRT network evaluated with numpy, walked through the TensorRT API."""
-    from caffe_lstm.backends.tensorrt.build import BuildOptions, emit
-    from caffe_lstm.backends.tensorrt.network_eval import evaluate_network
-
-    _, network, _ = emit(runtime, graph, BuildOptions(fp16=fp16))
-    results = evaluate_network(runtime.trt, network, feeds)
-    return {name: array.astype(np.float32) for name, array in results.items()}

@@ -57,7 +57,7 @@ def refuse_to_overwrite(targets: list[Path], sources: list[Path | None]) -> None
         if any(source is not None and target.resolve() == source.resolve()
                for source in sources):
             raise OutputError("the output would overwrite an input file", str(target),
-                              "choose another -o directory")
+                              "choose another output directory")
 
 
 @contextlib.contextmanager
@@ -94,6 +94,11 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
     with atomic_output(path) as tmp:
         with open(tmp, "wb") as stream:
             np.savez(stream, **arrays)
+
+
+def arrays_from(source: Mapping[str, np.ndarray] | str | Path) -> dict[str, np.ndarray]:
+    """Arrays by name: from a mapping, or read from the .npz file ``source`` names."""
+    return load_npz(source) if isinstance(source, (str, Path)) else dict(source)
 
 
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:
@@ -145,7 +150,7 @@ def _check_npz_headers(data: np.lib.npyio.NpzFile, path: str) -> None:
     if total > max_bytes():
         raise ModelLoadError(f"the arrays need {format_size(total)} (limit "
                              f"{format_size(max_bytes())})", path,
-                             "raise --max-memory or feed smaller arrays")
+                             "raise the memory limit or feed smaller arrays")
 
 
 def _reason(exc: BaseException) -> str:

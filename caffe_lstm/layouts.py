@@ -51,7 +51,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.errors import CaffeLstmError, ModelLoadError
 from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ops import get_op, recurrent_spec
 from caffe_lstm.ops.recurrent import CAFFE_GATES, PEEPHOLE_GATES, LstmWeights
@@ -412,22 +412,27 @@ def layout_layer(graph: Graph, name: str, where: str) -> Node:
     hint = (f"the LSTM layers of this net: {', '.join(able)}" if able
             else "this net has no LSTM layer")
     if node is None:
-        raise CaffeLstmError(f"--layer: the net has no LSTM layer named '{name}'", where, hint)
+        raise CaffeLstmError(f"layer=: the net has no LSTM layer named '{name}'", where, hint)
     if not has_layouts(node):
-        raise CaffeLstmError("--layer must name an LSTM layer", node.label, hint)
+        raise CaffeLstmError("layer= must name an LSTM layer", node.label, hint)
     return node
 
 
 def layout_named(name: str) -> type[Layout]:
     """The layout called ``name`` (a key of LAYOUTS), or a one-line error listing them."""
     if name not in LAYOUTS:
-        raise CaffeLstmError(f"unknown layout '{name}'", "--layout",
+        raise CaffeLstmError(f"unknown layout '{name}'", "layout=",
                              f"use one of {', '.join(LAYOUTS)}")
     return LAYOUTS[name]
 
 
-def export_layer(node: Node, layout: str) -> dict[str, np.ndarray]:
-    """``node``'s loaded blobs as the arrays ``layout`` stores, under its own names."""
+def export_layer(node: Node, layout: str, weights: str) -> dict[str, np.ndarray]:
+    """``node``'s loaded blobs as the arrays ``layout`` stores, under its own names; the
+    caffemodel ``weights`` is named when it lacks them."""
+    if any(v.data is None for v in node.weights):
+        raise ModelLoadError("the caffemodel has no weights for this layer",
+                             f"{node.label}, weights {weights}",
+                             "check that the weights are those of this net")
     with at_layer(node):
         return layout_named(layout).export(layer_weights(node, [v.data for v in node.weights]))
 

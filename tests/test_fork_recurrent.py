@@ -154,3 +154,98 @@ def test_lstm_unit_bad_bottoms_name_the_rule(attrs, shapes, message):
     node = make_node("LstmUnit", attrs, shapes, n_tops=2)
     with pytest.raises(ShapeError, match=message.replace("(", r"\(").replace(")", r"\)")):
         get_op("LstmUnit").infer(None, node, *shapes)
+
+
+# ---- num_layers: the stack written out ---------------------------------------------------------
+
+STACK_NET = """name: "stack"
+input: "x" input_shape { dim: 6 dim: 2 dim: 3 }
+input: "cont" input_shape { dim: 6 dim: 2 }
+layer { name: "lstm" type: "LSTM" bottom: "x" bottom: "cont" top: "h"
+        recurrent_param { num_output: 4 num_layers: 3 dropout_ratio: 0.5 engine: CUDNN } }
+"""
+#: The same stack as three separate layers, blob for blob.
+SEPARATE_NET = """name: "separate"
+input: "x" input_shape { dim: 6 dim: 2 dim: 3 }
+input: "cont" input_shape { dim: 6 dim: 2 }
+layer { name: "l0" type: "LSTM" bottom: "x" bottom: "cont" top: "h0"
+        recurrent_param { num_output: 4 } }
+layer { name: "l1" type: "LSTM" bottom: "h0" bottom: "cont" top: "h1"
+        recurrent_param { num_output: 4 } }
+layer { name: "l2" type: "LSTM" bottom: "h1" bottom: "cont" top: "h"
+        recurrent_param { num_output: 4 } }
+"""
+
+
+def _stack_feeds():
+    rng = np.random.default_rng(6)
+    cont = np.ones((6, 2), np.float32)
+    cont[0] = 0
+    cont[3, 1] = 0   # stream 1 starts a new sequence in mid-call
+    return {"x": rng.normal(size=(6, 2, 3)).astype(np.float32), "cont": cont}
+
+
+def _separate_from_stack(stack):
+    """The separate layers' graph, each level's blobs copied from the stack's."""
+    from caffe_lstm.frontend.loader import load_net
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "separate.prototxt"
+        path.write_text(SEPARATE_NET)
+        graph = load_net(path).graph
+    blobs = [w.data for w in next(n for n in stack.nodes if n.op == "LSTM").weights]
+    for level, node in enumerate(n for n in graph.nodes if n.op == "LSTM"):
+        for value, data in zip(node.weights, blobs[3 * level:3 * level + 3]):
+            value.data = data
+    return graph
+
+
+def test_num_layers_equals_the_stack_of_separate_layers(tmp_path):
+    """Numpy's stack, the rewritten stack and three separate LSTMs with the same blobs agree;
+    dropout_ratio (training only) changes nothing; resets in mid-sequence."""
+    from caffe_lstm.backends.numpy_exec import NumpyExecutor
+    from caffe_lstm.passes import run_passes
+    from tests.conftest import net_with_weights
+    from tests.torch_reference import torch_lstm
+
+    stack = net_with_weights(tmp_path, STACK_NET)
+    lstm = next(n for n in stack.nodes if n.op == "LSTM")
+    assert [w.shape for w in lstm.weights] == [(16, 3), (16,), (16, 4)] + [(16, 4), (16,),
+                                                                           (16, 4)] * 2
+    feeds = _stack_feeds()
+    direct = NumpyExecutor(stack).run(feeds)["h"]
+    separate = NumpyExecutor(_separate_from_stack(stack)).run(feeds)["h"]
+    np.testing.assert_allclose(direct, separate, atol=1e-6)
+    rewritten = run_passes(stack)
+    assert "LSTM" not in {n.op for n in rewritten.nodes}
+    np.testing.assert_allclose(NumpyExecutor(rewritten).run(feeds)["h"], direct, atol=1e-6)
+    # and torch, level by level, on the part before the reset (cont = 0 only at t = 0)
+    h = feeds["x"][:3]
+    for level in range(3):
+        w_xc, b_c, w_hc = (w.data for w in lstm.weights[3 * level:3 * level + 3])
+        h = torch_lstm(h, w_xc, b_c, w_hc)[0]
+    np.testing.assert_allclose(direct[:3], h, atol=1e-5)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ("num_layers: 0", "num_layers is 0, expected >= 1"),
+    ("num_layers: 2 peephole: true", "with cell variant fields"),
+    ("num_layers: 2 expose_hidden: true", "with expose_hidden"),
+])
+def test_bad_stacks_are_refused_naming_the_field(tmp_path, fields, message):
+    from caffe_lstm.errors import CaffeLstmError
+    from caffe_lstm.frontend.loader import load_net
+
+    path = tmp_path / "net.prototxt"
+    path.write_text(STACK_NET.replace("num_layers: 3", fields))
+    with pytest.raises(CaffeLstmError, match=message):
+        load_net(path)
+
+
+def test_an_rnn_stack_is_refused():
+    node = make_node("RNN", {"num_output": 2, "expose_hidden": False, "extensions": {},
+                             "stack": {"num_layers": 2}}, [(3, 1, 2), (3, 1)])
+    with pytest.raises(ShapeError, match="stacks are read for LSTM only"):
+        get_op("RNN").infer(None, node, (3, 1, 2), (3, 1))

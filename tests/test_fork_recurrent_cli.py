@@ -15,18 +15,24 @@ from tests.conftest import run_cli, sample
 from tests.fork_references import apollocaffe_lstm_unit, junhyukoh_lstm
 
 NET, WEIGHTS = sample("fork_recurrent")
-OUTPUTS = ("simple", "h_rest", "u2_h", "u2_c")
+OUTPUTS = ("simple", "h_rest", "u2_h", "u2_c", "stack")
+UNIT1 = 'name: "unit1" type: "LstmUnit" bottom: "h_last" bottom: "memory" top: "u1_h" top: "u1_c"\n'
 
 
 def fork_inputs(path, seed=0):
-    """x (8, 3, 2, 2): T·N = 4·2 rows; the clip resets stream 1 at t = 2 (row 5)."""
+    """x (8, 3, 2, 2): T·N = 4·2 rows; the clip resets stream 1 at t = 2 (row 5), the
+    stack's cont stream 0 at t = 3."""
     rng = np.random.default_rng(seed)
     clip = np.ones((4, 2), np.float32)
     clip[0] = 0
     clip[2, 1] = 0
+    cont = np.ones((5, 2), np.float32)
+    cont[0] = 0
+    cont[3, 0] = 0
     np.savez(path, x=rng.standard_normal((8, 3, 2, 2)).astype(np.float32), clip=clip.ravel(),
              rows=rng.standard_normal((6, 5)).astype(np.float32),
-             memory=rng.standard_normal((2, 4)).astype(np.float32))
+             memory=rng.standard_normal((2, 4)).astype(np.float32),
+             seq=rng.standard_normal((5, 2, 3)).astype(np.float32), cont=cont)
     return path
 
 
@@ -38,7 +44,7 @@ def _blobs():
 def test_run_equals_the_forks_loops(tmp_path):
     inputs, out = fork_inputs(tmp_path / "in.npz"), tmp_path / "out.npz"
     done = run_cli("run", NET, "-w", WEIGHTS, "--inputs", inputs, "-o", out,
-                   "--outputs", "h,simple,u2_h,u2_c")
+                   "--outputs", "h,simple,u2_h,u2_c,stack")
     assert done.returncode == 0, done.stderr
     blobs, feeds = _blobs(), np.load(inputs)
     got = np.load(out)
@@ -51,6 +57,17 @@ def test_run_equals_the_forks_loops(tmp_path):
                                        *blobs["unit2"])
     np.testing.assert_allclose(got["u2_h"], u2_h, atol=1e-5)
     np.testing.assert_allclose(got["u2_c"], u2_c, atol=1e-5)
+    # the stack: two of junhyukoh's cells (the same as Caffe's) written out, cont as its clip
+    level0 = junhyukoh_lstm(feeds["seq"].reshape(10, 3), feeds["cont"], *_fork_order(
+        blobs["stack"][:3]), batch_size=2)
+    level1 = junhyukoh_lstm(level0, feeds["cont"], *_fork_order(blobs["stack"][3:]), batch_size=2)
+    np.testing.assert_allclose(got["stack"], level1.reshape(5, 2, 3), atol=1e-5)
+
+
+def _fork_order(caffe_blobs):
+    """Caffe's LSTM blobs W_xc, b_c, W_hc as the fork's W_x, W_h, b."""
+    w_xc, b_c, w_hc = caffe_blobs
+    return w_xc, w_hc, b_c
 
 
 def test_verify_checks_the_rewrite_tensorrt_and_onnxruntime(tmp_path):
@@ -78,10 +95,8 @@ def test_convert_and_export_write_their_files(tmp_path):
      "lstm_simple_param { num_output: 3 batch_size: 4 }", "N = batch_size = 4"),
     ("lstm_param { num_output: 4 batch_size: 2 }", "lstm_param { num_output: 4 batch_size: 3 }",
      "N = batch_size = 3"),
-    (('name: "unit1" type: "LstmUnit" bottom: "h_last" bottom: "memory" top: "u1_h" top: "u1_c"\n'
-      '  lstm_unit_param { num_cells: 4 }'),
-     ('name: "unit1" type: "LstmUnit" bottom: "h_last" bottom: "memory" top: "u1_h" top: "u1_c"\n'
-      '  lstm_unit_param { num_cells: 5 }'), "memory must be (N, C) = (2, 5)"),
+    (UNIT1 + "  lstm_unit_param { num_cells: 4 }", UNIT1 + "  lstm_unit_param { num_cells: 5 }",
+     "memory must be (N, C) = (2, 5)"),
 ])
 def test_bad_fork_fields_end_in_one_line_and_no_file(tmp_path, old, new, message):
     text = NET.read_text()
@@ -94,3 +109,4 @@ def test_bad_fork_fields_end_in_one_line_and_no_file(tmp_path, old, new, message
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
     assert not out.exists()
+

@@ -37,11 +37,11 @@ def input_profiles(graph: Graph, shapes: Mapping[str, Profile]) -> dict[str, Pro
     inputs = {v.name: v for v in graph.inputs}
     for name, (low, _, _) in shapes.items():
         if name not in inputs:
-            raise ShapeError(f"--shape names '{name}', which is not a net input",
-                             "--shape", f"the net inputs are {', '.join(inputs)}")
+            raise ShapeError(f"shapes= names '{name}', which is not a net input",
+                             "shapes=", f"the net inputs are {', '.join(inputs)}")
         if len(low) != len(inputs[name].shape):
-            raise ShapeError(f"--shape {name} has {len(low)} dims, the input has "
-                             f"{len(inputs[name].shape)} {inputs[name].shape}", "--shape",
+            raise ShapeError(f"shapes[{name!r}] has {len(low)} dims, the input has "
+                             f"{len(inputs[name].shape)} {inputs[name].shape}", "shapes=",
                              "give one dim per axis")
     profiles = dict(shapes)
     batch = next(((p[0][1], p[1][1], p[2][1]) for p in shapes.values() if len(p[0]) > 1), None)
@@ -74,7 +74,7 @@ def shape_at_profile_sizes(graph: Graph, profiles: Mapping[str, Sequence[Sequenc
         try:
             infer_shapes(graph)
         except ShapeError as exc:
-            raise ShapeError(f"at the --shape {which} sizes: {exc.what}", exc.where,
-                             "keep dims that the layers or weights fix out of --shape ranges"
+            raise ShapeError(f"at the shapes= {which} sizes: {exc.what}", exc.where,
+                             "keep dims that the layers or weights fix out of shapes= ranges"
                              ) from None
         yield which

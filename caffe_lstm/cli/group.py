@@ -7,6 +7,7 @@ import click
 
 from caffe_lstm.analysis.limits import ENV_VAR, memory_limit, parse_size
 from caffe_lstm.cli.options import GlobalOptions
+from caffe_lstm.cli.words import cli_line
 from caffe_lstm.errors import CaffeLstmError
 
 
@@ -28,7 +29,7 @@ class _Group(click.Group):
         except CaffeLstmError as exc:
             if isinstance(ctx.obj, GlobalOptions) and ctx.obj.debug:
                 raise
-            raise UserError(exc.line()) from None
+            raise UserError(cli_line(exc)) from None
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:

@@ -116,16 +116,39 @@ def shape_option(ranges: str | None = None) -> Callable:
     """--shape NAME:DIMS (repeatable): the shape of a net input, e.g. one a data layer leaves
     open; handed to ``load`` through the context, not as an argument. With ``ranges`` (their
     help text) it also takes NAME:MIN:OPT:MAX ranges, given to the command as ``shapes``."""
-    if ranges is None:
-        return click.option(
-            "--shape", "static_shapes", multiple=True, expose_value=False,
-            callback=_static_shapes, metavar="NAME:DIMS",
-            help="Shape a net input, e.g. data:10x3x227x227: one a data layer leaves open, or "
-                 "another shape than the prototxt's (repeatable).")
     return click.option(
-        "--shape", "shapes", multiple=True, callback=_shapes_and_ranges,
-        metavar="NAME:MIN:OPT:MAX|NAME:DIMS",
-        help=ranges + " NAME:DIMS gives a static shape, e.g. one a data layer leaves open.")
+        "--shape", "shapes" if ranges else "static_shapes", multiple=True,
+        expose_value=ranges is not None, callback=_shapes_and_ranges if ranges else _static_shapes,
+        metavar="NAME:MIN:OPT:MAX|NAME:DIMS" if ranges else "NAME:DIMS",
+        help=(ranges + " NAME:DIMS gives a static shape, e.g. one a data layer leaves open."
+              if ranges else "Shape a net input, e.g. data:10x3x227x227: one a data layer "
+              "leaves open, or another shape than the prototxt's (repeatable)."))
+
+
+#: Where --plugin and --python-path leave their values for ``load`` (as STATIC_SHAPES).
+PLUGINS, PYTHON_PATH = "caffe_lstm.plugins", "caffe_lstm.python_path"
+
+
+def _remember(key: str) -> Callable:
+    def callback(ctx: click.Context, param: click.Parameter, value) -> None:
+        if value:
+            ctx.meta[key] = value
+    return callback
+
+
+def plugin_options(func: Callable) -> Callable:
+    """--plugin FILE.py|MODULE (repeatable) and --python-path DIR, handed to ``load`` through
+    the context (docs/plugins.md)."""
+    func = click.option(
+        "--python-path", type=click.Path(exists=True, file_okay=False, path_type=Path),
+        expose_value=False, callback=_remember(PYTHON_PATH), metavar="DIR",
+        help="Import the modules of Caffe Python layers from DIR (Caffe's PYTHONPATH) and run "
+             "them with numpy.")(func)
+    return click.option(
+        "--plugin", "plugins", multiple=True, expose_value=False, callback=_remember(PLUGINS),
+        metavar="FILE.py|MODULE",
+        help="Load layer types written outside caffe-lstm from a .py file or a module "
+             "(repeatable; docs/plugins.md).")(func)
 
 
 def selection_options(func: Callable | None = None, *, ranges: str | None = None) -> Callable:
@@ -133,6 +156,7 @@ def selection_options(func: Callable | None = None, *, ranges: str | None = None
     (``ranges``: --shape also takes NAME:MIN:OPT:MAX, see ``shape_option``). Used bare
     (``@selection_options``) or called (``@selection_options(ranges=...)``)."""
     def decorate(func: Callable) -> Callable:
+        func = plugin_options(func)  # --plugin, --python-path: layer types from outside
         func = shape_option(ranges)(func)
         func = click.option("--stage", "stages", multiple=True, metavar="NAME",
                             help="Select layers by their include/exclude stage rules "
@@ -188,8 +212,10 @@ def load(net: Path, weights: Path | None, outputs: str, phase: str,
     names = [name.strip() for name in outputs.split(",") if name.strip()]
     ctx = click.get_current_context(silent=True)
     shapes = ctx.meta.get(STATIC_SHAPES, {}) if ctx is not None else {}
+    meta = ctx.meta if ctx is not None else {}
     loaded = api.load(net, weights, outputs=names, phase=phase, stages=stages, shapes=shapes,
-                      allow_unknown_shapes=allow_unknown_shapes)
+                      allow_unknown_shapes=allow_unknown_shapes,
+                      plugins=meta.get(PLUGINS, ()), python_path=meta.get(PYTHON_PATH))
     options = ctx.find_object(GlobalOptions) if ctx is not None else None
     _report(loaded, options or GlobalOptions(), str(net))
     return loaded

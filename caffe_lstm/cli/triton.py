@@ -10,6 +10,7 @@ import click
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
                                     selection_options, weights_option)
+from caffe_lstm.cli.requires import require_tensorrt
 from caffe_lstm.serving.config import BACKENDS, Batching
 
 
@@ -43,6 +44,10 @@ def _positive(ctx: click.Context, param: click.Parameter, value):
               help="python: model.py runs model.onnx with onnxruntime and keeps the states "
                    "(CPU, any Triton); onnxruntime: model.onnx; tensorrt: model.plan (both with "
                    "Triton's implicit state).")
+@click.option("--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]),
+              default="auto", show_default=True,
+              help="The TensorRT that builds model.plan (--backend tensorrt): the one of the "
+                   "Triton server that will load it.")
 @click.option("--name", help="The model's name in the repository (default: the prototxt's "
                              "file name without .prototxt).")
 @click.option("--max-batch", type=int, default=8, show_default=True, callback=_positive,
@@ -71,7 +76,7 @@ def _positive(ctx: click.Context, param: click.Parameter, value):
 @selection_options
 @pass_options
 def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, backend: str,
-           name: str | None, max_batch: int, instances: int, cont_from_start: bool,
+           runtime: str, name: str | None, max_batch: int, instances: int, cont_from_start: bool,
            batch_axes: dict[str, int], max_candidate_sequences: int | None,
            preferred: tuple[int, ...], max_queue_delay_us: int, max_sequence_idle_us: int,
            outputs: str, phase: str, stages: tuple[str, ...]) -> None:
@@ -81,6 +86,8 @@ def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, b
     edges); carried recurrent states become Triton sequence state (sequence batching, the
     oldest strategy, zeros at START); a net without carried state gets dynamic batching.
     """
+    if backend == "tensorrt":
+        require_tensorrt(runtime)  # a missing runtime fails before the net is read
     if max_queue_delay_us < 0:
         raise click.BadParameter(f"{max_queue_delay_us} is negative",
                                  param_hint="--max-queue-delay-us")
@@ -88,7 +95,8 @@ def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, b
                         max_sequence_idle_us)
     written = load(net, weights, outputs, phase, stages).to_triton(
         repository, backend=backend, name=name, max_batch=max_batch, instances=instances,
-        cont_from_start=cont_from_start, batch_axes=batch_axes, batching=batching)
+        cont_from_start=cont_from_start, batch_axes=batch_axes, batching=batching,
+        runtime=runtime)
     spec = written.spec
     options.say(f"wrote {written.path} ({backend} backend, max batch {spec.max_batch}, "
                 f"{'sequence batching' if spec.stateful else 'dynamic batching'})")

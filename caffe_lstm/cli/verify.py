@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from caffe_lstm.cli.words import as_cli
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
                                     pass_options, runtime_option, selection_options,
@@ -48,7 +49,7 @@ def verify(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase
         inputs_path, seed=seed, engine=engine, runtime=runtime, fp16=fp16, tensorrt=with_trt,
         atol=atol, rtol=rtol, onnxruntime=with_onnxruntime)
     for note in report.notes:
-        options.say(note)
+        options.say(as_cli(note))
     for title, rows in report.results:
         options.say(f"original equations vs {title}")
         for line in _table(rows):

@@ -66,8 +66,8 @@ def find_batch_axes(graph: Graph, given: Mapping[str, int] | None = None) -> Bat
         raise BatchAxisError(
             f"net input '{empty[0]}' {inputs[empty[0]].shape} has no axis of the batch size "
             f"N = {batch}", "", _HINT)
-    fits, outputs = _fitting_assignments(graph, candidates, batch)
-    return _the_one(graph, candidates, fits, outputs, batch)
+    fits, outputs, reason = _fitting_assignments(graph, candidates, batch)
+    return _the_one(graph, candidates, fits, outputs, batch, reason)
 
 
 def make_batch_major(graph: Graph, axes: BatchAxes) -> bool:
@@ -96,7 +96,7 @@ def batch_first(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
 
 # ---- finding the axes ----------------------------------------------------------------------------
 
-_HINT = "give the input's batch axis (--batch-axis NAME:AXIS), or serve the net without batching"
+_HINT = "give the input's batch axis (batch_axes={NAME: AXIS}), or serve the net without batching"
 
 
 def _check_given(inputs: dict[str, Value], name: str, axis: int) -> None:
@@ -132,25 +132,28 @@ def _sized(value: Value, batch: int) -> list[int]:
 
 
 def _fitting_assignments(graph: Graph, candidates: dict[str, list[int]], batch: int
-                         ) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
-    """The assignments (input -> axis) that hold, and for each the outputs' batch axes."""
+                         ) -> tuple[list[dict[str, int]], list[dict[str, int]], str]:
+    """The assignments (input -> axis) that hold, for each the outputs' batch axes, and why
+    the first one that does not hold fails."""
     names = list(candidates)
     combos = itertools.product(*(candidates[name] for name in names))
-    fits, outputs = [], []
+    fits, outputs, first_reason = [], [], ""
     for trial, combo in enumerate(combos):
         if trial == MAX_TRIALS:
             break
         assignment = dict(zip(names, combo))
         found = _try(graph, assignment, batch)
-        if found is not None:
+        if isinstance(found, str):
+            first_reason = first_reason or found
+        else:
             fits.append(assignment)
             outputs.append(found)
-    return fits, outputs
+    return fits, outputs, first_reason
 
 
-def _try(graph: Graph, assignment: dict[str, int], batch: int) -> dict[str, int] | None:
-    """The outputs' batch axes when N changed at ``assignment`` is consistent, else None
-    (an output without a single batch axis counts as -1)."""
+def _try(graph: Graph, assignment: dict[str, int], batch: int) -> dict[str, int] | str:
+    """The outputs' batch axes when N changed at ``assignment`` is consistent (an output
+    without a single batch axis counts as -1), else the reason it is not."""
     probe = batch + 1
     trial = clone_graph(graph)
     before = {v.name: tuple(v.shape) for v in trial.outputs}
@@ -161,12 +164,12 @@ def _try(graph: Graph, assignment: dict[str, int], batch: int) -> dict[str, int]
         value.shape = tuple(shape)
     try:
         infer_shapes(trial)
-    except CaffeLstmError:
-        return None
+    except CaffeLstmError as exc:
+        return f"{exc.where or 'a layer'} refuses another N ({exc.what})"
     for node in _time_major_recurrent(trial):
         x = node.inputs[0].shape
         if x[1] != probe or x[0] != steps[node.name]:
-            return None
+            return f"{node.label} does not get the batch on axis 1 of its input"
     return {v.name: _changed_axis(before[v.name], tuple(v.shape), batch, probe)
             for v in trial.outputs}
 
@@ -183,13 +186,16 @@ def _changed_axis(before: tuple[int, ...], after: tuple[int, ...], batch: int,
 
 
 def _the_one(graph: Graph, candidates: dict[str, list[int]], fits: list[dict[str, int]],
-             outputs: list[dict[str, int]], batch: int) -> BatchAxes:
+             outputs: list[dict[str, int]], batch: int, reason: str) -> BatchAxes:
     if not fits:
         several = [name for name, axes in candidates.items() if len(axes) > 1]
-        suspects = ", ".join(f"'{name}'" for name in several) or \
-            ", ".join(f"'{name}'" for name in candidates)
-        raise BatchAxisError(f"no batch axis of net input(s) {suspects} lets N = {batch} "
-                             "change through the net", "", _HINT)
+        named = [f"'{name}'" for name in several or candidates]
+        suspects = ", ".join(named[:3]) + (f" (and {len(named) - 3} more)" if named[3:] else "")
+        raise BatchAxisError(f"the batch N = {batch} of net input(s) {suspects} cannot change "
+                             f"through the net: {reason}", "",
+                             "a layer that fixes N (a Reshape to explicit dims) keeps the net "
+                             "from batching; or give an input's batch axis "
+                             "(--batch-axis NAME:AXIS)")
     if len(fits) > 1:
         unsure = [name for name in candidates if len({fit[name] for fit in fits}) > 1]
         raise BatchAxisError(
@@ -202,7 +208,7 @@ def _the_one(graph: Graph, candidates: dict[str, list[int]], fits: list[dict[str
         raise BatchAxisError(f"net output '{lost[0]}' {value.shape} has no batch axis of its "
                              f"own (N = {batch} does not appear on exactly one axis)",
                              value.producer.label if value.producer is not None else "",
-                             "cut the net before it (--outputs), or serve it without batching")
+                             "cut the net before it (outputs=), or serve it without batching")
     return BatchAxes(batch, fits[0], outputs[0])
 
 

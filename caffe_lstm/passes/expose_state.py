@@ -19,7 +19,7 @@ from caffe_lstm.ops.recurrent import read_cont
 def _exposable(node: Node) -> RecurrentSpec | None:
     """The recurrent metadata of a node whose states ``expose_hidden`` can expose, else None."""
     spec = recurrent_spec(node.op)
-    return spec if spec is not None and spec.exposable else None
+    return spec if spec is not None and spec.can_expose(node) else None
 
 
 def expose_recurrent_state(graph: Graph) -> bool:

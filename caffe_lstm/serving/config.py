@@ -128,6 +128,8 @@ def _tensor(tensor: Tensor) -> dict[str, Any]:
 def _sequence_batching(spec: ModelSpec) -> dict[str, Any]:
     flags = [(START, "CONTROL_SEQUENCE_START"), (END, "CONTROL_SEQUENCE_END"),
              (READY, "CONTROL_SEQUENCE_READY")]
+    if spec.cont_controls:  # Triton takes one START control: the cont it fills then is START
+        flags = flags[1:]
     controls = [{"name": name, "control": [{"kind": Enum(kind), "int32_false_true": [0, 1]}]}
                 for name, kind in flags]
     controls.append({"name": CORRID, "control": [{"kind": Enum("CONTROL_SEQUENCE_CORRID"),
@@ -153,8 +155,9 @@ def _sequence_batching(spec: ModelSpec) -> dict[str, Any]:
 def _state(state: State) -> dict[str, Any]:
     return {"input_name": state.input, "output_name": state.output,
             "data_type": Enum("TYPE_FP32"), "dims": list(state.dims),
-            "initial_state": {"name": "zeros", "data_type": Enum("TYPE_FP32"),
-                              "dims": list(state.dims), "zero_data": True}}
+            # repeated in the schema; one zero-filled tensor
+            "initial_state": [{"name": "zeros", "data_type": Enum("TYPE_FP32"),
+                               "dims": list(state.dims), "zero_data": True}]}
 
 
 def _dynamic_batching(batching: Batching) -> dict[str, Any]:
@@ -228,7 +231,7 @@ def parse_with_triton(text: str, where: str) -> bool:
     try:
         schema = importlib.import_module("tritonclient.grpc.model_config_pb2")
         text_format = importlib.import_module("google.protobuf.text_format")
-    except ImportError:
+    except (ImportError, RuntimeError):  # tritonclient without its grpc extra raises the latter
         return False
     try:
         text_format.Parse(text, schema.ModelConfig())
@@ -300,13 +303,13 @@ def _check_sequence(sequence: Mapping[str, Any], inputs: set[str], outputs: set[
                                                   "TYPE_INT32", "TYPE_STRING"}:
                 fail("the CORRID control needs a data_type (Triton refuses the model without)")
             kinds.append(item["kind"])
-    if "CONTROL_SEQUENCE_START" not in kinds:
-        fail("the sequence batcher has no START control")
+    if kinds.count("CONTROL_SEQUENCE_START") != 1:
+        fail("the sequence batcher needs exactly one START control (Triton refuses more)")
     for state in sequence.get("state", []):
         if state["input_name"] in inputs or state["output_name"] in outputs:
             fail(f"state '{state['input_name']}' is also listed as a model input or output")
         _check_tensor({"name": state["input_name"], **state}, fail)
-        if state["initial_state"]["dims"] != state["dims"]:
+        if any(initial["dims"] != state["dims"] for initial in state["initial_state"]):
             fail(f"the initial state of '{state['input_name']}' has other dims")
     if sequence.get("max_sequence_idle_microseconds", 1) < 1:
         fail("max_sequence_idle_microseconds must be positive")

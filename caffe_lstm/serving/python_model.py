@@ -110,7 +110,10 @@ class TritonPythonModel:
         corrid = self._flag(request, "corrid", None)
         if corrid is None:
             corrid = request.correlation_id()
-        start = bool(self._flag(request, "start", 0))
+        if "start" in self.controls:
+            start = bool(self._flag(request, "start", 0))
+        else:  # Triton's only START control is Caffe's cont: 0 on a sequence's first step
+            start = self._flag(request, "cont_start", 1.0) == 0
         end = bool(self._flag(request, "end", 0))
         if start:
             states = {name: np.zeros((rows, *dims), np.float32) for name, _, dims in self.states}
@@ -175,8 +178,11 @@ def _control_names(sequence):
         for item in control.get("control", []):
             kind = _KINDS.get(item.get("kind"))
             # cont fed from START has fp32 values: it is data, not the START flag
-            if kind is not None and "fp32_false_true" not in item:
+            # Triton's JSON of the config lists every field: fp32_false_true is [] when unset
+            if kind is not None and not item.get("fp32_false_true"):
                 names.setdefault(kind, control["name"])
+            elif kind == "start":  # cont fed from START (0 on the first step) is the flag
+                names.setdefault("cont_start", control["name"])
     return names
 
 

@@ -110,9 +110,11 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
     if options.cont_from_start and not states:
         raise CaffeLstmError("cont_from_start: the net carries no state between calls", name,
                              "serve it without cont_from_start")
-    if options.cont_from_start and not conts:
-        raise CaffeLstmError("cont_from_start: no recurrent layer reads its cont from a net "
-                             "input", name, "serve it without cont_from_start")
+    if options.cont_from_start and len(conts) != 1:
+        raise CaffeLstmError(
+            f"cont_from_start: the recurrent layers read {len(conts)} cont net inputs "
+            f"({', '.join(conts) or 'none'}), Triton fills one from START", name,
+            "serve it without cont_from_start (clients send cont)")
     make_batch_major(graph, find_batch_axes(graph, options.batch_axes))
     infer_shapes(graph)
     profiles = {v.name: _batch_profile(v, options.max_batch) for v in graph.inputs}
@@ -129,7 +131,7 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
             raise CaffeLstmError(
                 f"cont_from_start needs one step per request, net input '{cont}' is "
                 f"(N, {', '.join(map(str, shapes[cont]))}) batch-major", name,
-                f"shape the net for one step (its time axis 1, e.g. --shape {cont}:1xN)")
+                f"shape the net for one step (its time axis 1, e.g. shapes={{{cont!r}: (1, N)}})")
     spec = ModelSpec(
         name=name, backend=options.backend, max_batch=options.max_batch,
         instances=options.instances,
@@ -257,17 +259,26 @@ def _model_writer(prepared: Prepared, options: TritonOptions, where: str):
 
 
 def _tensorrt_plan(prepared: Prepared, options: TritonOptions, where: str) -> bytes:
-    """The engine, its network and profile checked against the config first."""
-    from caffe_lstm.backends.tensorrt.build import BuildOptions, emit, serialize
-    from caffe_lstm.backends.tensorrt.runtime import load_runtime
+    """The engine; its network and profile are checked against the config first."""
+    from caffe_lstm.backends.tensorrt.build import serialize
 
-    runtime = load_runtime(options.runtime)
-    build = BuildOptions(shapes=prepared.profiles)
-    builder, network, ctx = emit(runtime, prepared.graph, build)
+    runtime, builder, network, build, keep = tensorrt_network(prepared, options.runtime)
     check_network_io(prepared.spec, network, prepared.profiles, where)
     plan = serialize(runtime, builder, network, build)
-    del ctx
+    del keep  # the weights may go once the build has returned
     return plan
+
+
+def tensorrt_network(prepared: Prepared, runtime: str = "auto") -> tuple[Any, ...]:
+    """The TensorRT network ``model.plan`` is built from: (runtime, builder, network, build
+    options, the emission context that keeps the weights alive)."""
+    from caffe_lstm.backends.tensorrt.build import BuildOptions, emit
+    from caffe_lstm.backends.tensorrt.runtime import load_runtime
+
+    trt_runtime = load_runtime(runtime)
+    build = BuildOptions(shapes=prepared.profiles)
+    builder, network, ctx = emit(trt_runtime, prepared.graph, build)
+    return trt_runtime, builder, network, build, ctx
 
 
 # ---- the folder ----------------------------------------------------------------------------------
@@ -327,12 +338,3 @@ def _umask() -> int:
     os.umask(mask)
     return mask
 
-
-def describe(model: TritonModel) -> dict[str, Any]:
-    """What the CLI prints: inputs, outputs, states and the batcher, by name."""
-    spec = model.spec
-    return {"inputs": {t.name: t.dims for t in spec.inputs},
-            "controls": [t.name for t in spec.cont_controls],
-            "outputs": {t.name: t.dims for t in spec.outputs},
-            "states": [(s.input, s.output) for s in spec.states],
-            "batcher": "sequence" if spec.stateful else "dynamic"}

@@ -48,7 +48,7 @@ def import_module(name: str) -> Any:
 def check_opset(opset: int) -> None:
     """Refuses an opset outside [MIN_OPSET, MAX_OPSET] in one line."""
     if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise CaffeLstmError(f"ONNX opset {opset} is not supported", "--opset",
+        raise CaffeLstmError(f"ONNX opset {opset} is not supported", "opset=",
                              f"use an opset from {MIN_OPSET} to {MAX_OPSET} "
                              f"(default {DEFAULT_OPSET})")
 
@@ -62,8 +62,8 @@ def check_exportable(graph: Graph) -> None:
     if refused:  # the recurrent layers left whole for ONNX's own operators (--lstm-op native)
         listing = "; ".join(f"{node.label}: {reason}" for node, reason in refused)
         raise UnsupportedLayerError(
-            f"ONNX's own recurrent operator cannot compute exactly {listing}", "--lstm-op native",
-            "export with --lstm-op scan (the default), whose Scan keeps Caffe's semantics")
+            f"ONNX's own recurrent operator cannot compute exactly {listing}", "lstm_op='native'",
+            "export with lstm_op='scan' (the default), whose Scan keeps Caffe's semantics")
 
 
 # ---- symbolic dims ------------------------------------------------------------------------------
@@ -346,3 +346,9 @@ def _initializers(graph: Any):
                 yield from _initializers(attribute.g)
             for sub in attribute.graphs:
                 yield from _initializers(sub)
+
+
+def value_dims(infos: Sequence[Any]) -> dict[str, tuple[int | str, ...]]:
+    """name -> dims of ONNX ValueInfoProtos (a symbolic dim by its name, "?" unnamed)."""
+    return {info.name: tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                             for d in info.type.tensor_type.shape.dim) for info in infos}

@@ -28,6 +28,7 @@ from caffe_lstm.ops.builder import NodeBuilder
 from caffe_lstm.ops.loop import LoopState
 from caffe_lstm.ops.recurrent.cell import CAFFE_GATES, PEEPHOLE_GATES, LstmVariant, LstmWeights
 from caffe_lstm.ops.recurrent.fork_rules import ForkView
+from caffe_lstm.ops.recurrent.rules import num_layers
 
 
 # ---- the per-step cells (loop bodies) ----------------------------------------------------------
@@ -200,6 +201,27 @@ def expand_lstm(b: NodeBuilder, node: Node) -> None:
               LoopState("c", hidden, bool(exposed))]
     outputs = [node.outputs[0]] + _final_states(node, (f"{rec}_T", "c_T"))
     _add_loop(b, node, iterated, step, states, exposed, outputs, invariants)
+
+
+def expand_lstm_or_stack(b: NodeBuilder, node: Node) -> None:
+    """One LSTM, or a num_layers stack as that many LSTMs written out (``expand_lstm`` each,
+    level l named ``<layer>/level<l>`` and fed the h of level l − 1)."""
+    levels = num_layers(node)
+    if levels == 1:
+        expand_lstm(b, node)
+        return
+    x, cont = node.inputs
+    hidden = node.attrs["num_output"]
+    for level in range(levels):
+        last = level == levels - 1
+        h = node.outputs[0] if last else Value(f"{node.name}/level{level}/h",
+                                               (x.shape[0], x.shape[1], hidden))
+        attrs = {"num_output": hidden, "expose_hidden": False, "extensions": {}}
+        step = Node(f"{node.name}/level{level}", node.op, [x, cont], [h], attrs,
+                    list(node.weights[3 * level:3 * level + 3]), origin=node.origin,
+                    where=node.where)
+        expand_lstm(NodeBuilder(b.graph, step.name, b.where), step)
+        x = h
 
 
 def _peephole_rows(layer: str, p: Value | None) -> dict[str, Value]:

@@ -29,8 +29,9 @@ from caffe_lstm.ops.recurrent.equations import (as_float32, initial_state, proje
                                                 project_static, rnn_step, run_lstm,
                                                 split_arrays)
 from caffe_lstm.ops.recurrent.fork_rules import fork_view
-from caffe_lstm.ops.recurrent.rules import (check_top_count, check_variant, has_static,
-                                            lstm_states, parse_recurrent, recurrent_layout,
+from caffe_lstm.ops.recurrent.rules import (check_stack, check_top_count, check_variant,
+                                            has_static, is_one_level, lstm_states, num_layers,
+                                            parse_recurrent, recurrent_layout,
                                             reject_extensions, state_widths, write_recurrent)
 from caffe_lstm.ops.registry import Op, RecurrentSpec, register_op
 
@@ -62,9 +63,37 @@ class RecurrentOp(Op):
 
 
 def _lstm_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int, int | None]:
-    """The variant's rules, then the bottoms; returns T, N, I and S (or None)."""
+    """The stack's and the variant's rules, then the bottoms; returns T, N, I and S (or
+    None)."""
+    check_stack(node, shapes)
     check_variant(node)
     return recurrent_layout(node, shapes, lstm_states(node))
+
+
+def _stack_blobs(inputs: int, hidden: int, levels: int) -> tuple[tuple[str, Shape], ...]:
+    """W_xc, b_c, W_hc of every level in turn (suffix _l from level 1); level l > 0 reads the
+    H-wide h of level l − 1."""
+    gates = len(CAFFE_GATES) * hidden
+    return tuple(blob for level in range(levels) for blob in (
+        (f"W_xc{_level_suffix(level)}", (gates, inputs if level == 0 else hidden)),
+        (f"b_c{_level_suffix(level)}", (gates,)),
+        (f"W_hc{_level_suffix(level)}", (gates, hidden))))
+
+
+def _level_suffix(level: int) -> str:
+    return f"_{level}" if level else ""
+
+
+def _run_stack(x: np.ndarray, cont: np.ndarray, blobs: list, hidden: int) -> np.ndarray:
+    """h of the last level; each level is Caffe's LSTM from zeros on the h of the one below
+    (dropout between levels is a training-time operation: none here)."""
+    h = x
+    for level in range(len(blobs) // 3):
+        w_xc, b_c, w_hc = blobs[3 * level:3 * level + 3]
+        zeros = np.zeros((x.shape[1], hidden))
+        h, _, _ = run_lstm(project_inputs(h, w_xc, b_c), cont, zeros, zeros,
+                           LstmWeights(w_xc, b_c, w_hc), LstmVariant())
+    return h
 
 
 @register_op
@@ -82,11 +111,17 @@ class LSTM(RecurrentOp):
     c_t = f_t ⊙ c̃ + i_t ⊙ g(a_g) [clamped to ±cell_clip]; o_t = σ(a_o + p_o ⊙ c_t);
     m_t = o_t ⊙ h(c_t); r_t = W_hr·m_t or m_t. Defaults: exactly Caffe's cell.
     Without expose_hidden each call starts from zeros (no carry-over between calls).
+
+    recurrent_param.num_layers L > 1 (cuDNN-engine forks) is the stack written out: L levels
+    of Caffe's cell, level l reading the h of level l − 1, all with the same cont; blobs W_xc,
+    b_c, W_hc per level in turn; dropout_ratio (between levels) is training-only.
     """
 
     type = "LSTM"
-    recurrent = RecurrentSpec(states=("h", "c"), has_layouts=True, widths=state_widths)
-    expand = staticmethod(expansion.expand_lstm)
+    # a num_layers stack keeps its states inside: each call starts from zeros
+    recurrent = RecurrentSpec(states=("h", "c"), has_layouts=True, widths=state_widths,
+                              exposable_if=is_one_level)
+    expand = staticmethod(expansion.expand_lstm_or_stack)
     # ONNX's own LSTM operator where it is exact (export --lstm-op native; ``native``)
     onnx = staticmethod(native.lstm_onnx)
     onnx_refusal = staticmethod(native.lstm_refusal)
@@ -94,6 +129,10 @@ class LSTM(RecurrentOp):
     @staticmethod
     def roles(node: Node, blobs: list) -> LstmWeights:
         """The blobs (file order: W_xc, b_c, [W_xc_static], W_hc, [P], [W_hr]) by role."""
+        if num_layers(node) > 1:
+            raise UnsupportedLayerError(
+                f"recurrent_param.num_layers is {num_layers(node)}: the weight layouts hold "
+                "one level", node.label, "write the stack as one layer per level")
         return LstmWeights.split(list(blobs), has_static(node, 2), LstmVariant.of(node))
 
     @staticmethod
@@ -125,6 +164,8 @@ class LSTM(RecurrentOp):
     def blobs(ctx, node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
         _, _, inputs, static = _lstm_layout(node, shapes)
         variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
+        if num_layers(node) > 1:
+            return _stack_blobs(inputs, hidden, num_layers(node))
         gates = len(CAFFE_GATES) * hidden
         static_blob = (("W_xc_static", (gates, static)),) if static is not None else ()
         peephole = (("P", (len(PEEPHOLE_GATES), hidden)),) if variant.peephole else ()
@@ -136,6 +177,8 @@ class LSTM(RecurrentOp):
     def numpy(ctx, node: Node, *arrays):
         x, cont, x_static, exposed, blobs = split_arrays(node, arrays, 2)
         variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
+        if num_layers(node) > 1:
+            return as_float32(_run_stack(x, cont, blobs, hidden))
         w = LstmWeights.split(blobs, x_static is not None, variant)
         batch = x.shape[1]
         # W_xc_x_t + W_xc_x_static: the static term is the same at every step
@@ -212,7 +255,8 @@ class RNN(RecurrentOp):
 
 
 def _rnn_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int, int | None]:
-    """No extension fields, then the bottoms; returns T, N, I and S (or None)."""
+    """No extension fields nor stack, then the bottoms; returns T, N, I and S (or None)."""
+    check_stack(node, shapes)
     reject_extensions(node)
     return recurrent_layout(node, shapes, (("h_0", node.attrs["num_output"]),))
 

@@ -56,7 +56,7 @@ from caffe_lstm.ir.graph import Node, Value
 from caffe_lstm.ops.recurrent.cell import LstmVariant, LstmWeights, onnx_lstm_arrays
 from caffe_lstm.ops.recurrent.cont import ContReading, read_cont
 from caffe_lstm.ops.recurrent.fork_rules import ForkView, fork_view
-from caffe_lstm.ops.recurrent.rules import has_static
+from caffe_lstm.ops.recurrent.rules import has_static, num_layers
 from caffe_lstm.ops.registry import count, recurrent_spec
 
 #: ONNX activation (name, alpha or None) of each RecurrentActivation it can express.
@@ -99,6 +99,9 @@ def _recurrent_refusal(node: Node) -> str | None:
 def lstm_refusal(node: Node) -> str | None:
     """Why ONNX's LSTM cannot compute this LSTM exactly, or None (the module's rules)."""
     variant = LstmVariant.of(node)
+    if num_layers(node) > 1:
+        return (f"it stacks num_layers: {num_layers(node)} levels in one layer; the default "
+                "export writes the stack level by level")
     if variant.num_proj:
         return (f"it has a recurrent projection (num_proj: {variant.num_proj}), "
                 "which ONNX's LSTM has not")

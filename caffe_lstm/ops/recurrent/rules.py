@@ -11,18 +11,60 @@ from caffe_lstm.ops.recurrent.cell import EXTENSION_FIELDS, RECURRENT_ACTIVATION
 from caffe_lstm.ops.registry import count, shape_error
 
 
+#: The fields of cuDNN-engine forks that make one layer a stack (proto/caffe.proto, Part B):
+#: num_layers levels, each reading the previous level's h; dropout between them (training only).
+STACK_FIELDS = ("num_layers", "dropout_ratio")
+
+
 def parse_recurrent(p: Any) -> dict[str, Any]:
-    """recurrent_param: num_output, expose_hidden, and the extension fields written in the net
-    (by presence, so that an RNN that sets one can be told so, and a writer writes it back)."""
-    return {"num_output": p.num_output, "expose_hidden": p.expose_hidden,
-            "extensions": {name: getattr(p, name) for name in EXTENSION_FIELDS if p.has(name)}}
+    """recurrent_param: num_output, expose_hidden, and the extension and stack fields written
+    in the net (by presence, so that an RNN that sets one can be told so, and a writer writes
+    it back; ``stack`` only when the net writes one of its fields)."""
+    attrs = {"num_output": p.num_output, "expose_hidden": p.expose_hidden,
+             "extensions": {name: getattr(p, name) for name in EXTENSION_FIELDS if p.has(name)}}
+    stack = {name: getattr(p, name) for name in STACK_FIELDS if p.has(name)}
+    return {**attrs, "stack": stack} if stack else attrs
 
 
 def write_recurrent(node: Node) -> dict[str, Any]:
-    """recurrent_param: num_output, expose_hidden and the extension fields that were set."""
+    """recurrent_param: num_output, expose_hidden and the extension and stack fields set."""
     attrs = dict(node.attrs)
-    extensions = attrs.pop("extensions", {})
-    return {**attrs, **extensions}
+    extensions, stack = attrs.pop("extensions", {}), attrs.pop("stack", {})
+    return {**attrs, **extensions, **stack}
+
+
+def num_layers(node: Node) -> int:
+    """The levels of a recurrent layer: recurrent_param.num_layers, 1 when not written."""
+    return node.attrs.get("stack", {}).get("num_layers", 1)
+
+
+def is_one_level(node: Node) -> bool:
+    """Whether the layer is one level (not a num_layers stack)."""
+    return num_layers(node) == 1
+
+
+def check_stack(node: Node, shapes: tuple[Shape, ...]) -> None:
+    """num_layers >= 1; a stack (> 1) is Caffe's LSTM cell level after level: no extension
+    fields, no static input, no exposed states (they would be (L, N, H))."""
+    levels = num_layers(node)
+    if levels < 1:
+        raise shape_error(node, f"recurrent_param.num_layers is {levels}, expected >= 1",
+                          "1 is one layer; more stacks that many levels in the layer")
+    if levels == 1:
+        return
+    hint = "write the stack as one layer per level (num_layers 1) to use this"
+    if node.op != "LSTM":
+        raise shape_error(node, f"recurrent_param.num_layers is {levels}: stacks are read for "
+                          "LSTM only", hint)
+    if node.attrs.get("extensions"):
+        raise shape_error(node, f"recurrent_param.num_layers is {levels} with cell variant "
+                          "fields: a stack takes Caffe's cell", hint)
+    if node.attrs.get("expose_hidden"):
+        raise shape_error(node, f"recurrent_param.num_layers is {levels} with expose_hidden: "
+                          "the states of a stack are not exposed", hint)
+    if len(shapes) != 2:
+        raise shape_error(node, f"recurrent_param.num_layers is {levels}: a stack has the "
+                          f"bottoms x and cont only, found {len(shapes)}", hint)
 
 
 def _prototxt(value: Any) -> str:
