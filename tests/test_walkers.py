@@ -143,3 +143,18 @@ def test_the_numpy_executor_walks_a_loop_body_through_run_subgraph():
     body = Graph(nodes=[Node("t", "TanH", [x], [y])], inputs=[x], outputs=[y])
     out, = NumpyExecutor(Graph()).run_subgraph(body, [np.array([0.5, -1.0], np.float32)])
     np.testing.assert_allclose(out, np.tanh([0.5, -1.0]), rtol=1e-6)
+
+
+def test_a_net_output_that_no_walk_reaches_is_left_alone():
+    """A net output may be a net input that no layer reads (dropped from the inputs): the
+    walkers that write or shape the whole net walk its values, not its outputs."""
+    from caffe_lstm.analysis.shapes import infer_shapes
+    from caffe_lstm.backends.dot import write_dot
+    from caffe_lstm.frontend.caffe_writer import to_net_parameter
+
+    x, y, unread = Value("x", (2,)), Value("y"), Value("unread", (3,))
+    graph = Graph(nodes=[Node("t", "TanH", [x], [y])], inputs=[x], outputs=[y, unread])
+    infer_shapes(graph)
+    assert y.shape == (2,)
+    assert [layer.name for layer in to_net_parameter(graph)[0].layer] == ["input", "t"]
+    assert '"value/unread"' in write_dot(graph)

@@ -31,7 +31,8 @@ def infer_shapes(graph: Graph, allow_unknown: bool = False) -> Graph:
     for value in graph.inputs:
         if value.shape is not None or not allow_unknown:
             _check_input_shape(value)
-    ShapeInference(allow_unknown).walk(graph, [value.shape for value in graph.inputs])
+    # (walk_values: a net output may be an input that no layer reads, so not among the inputs)
+    ShapeInference(allow_unknown).walk_values(graph, [value.shape for value in graph.inputs])
     return graph
 
 

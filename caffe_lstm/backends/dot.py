@@ -126,7 +126,7 @@ class DotWriter(GraphWalker[str]):
         """Draws ``graph``'s nodes (its inputs drawn as ``tails``) with statements at ``indent``."""
         outer, self.indent = self.indent, indent
         try:
-            self.walk(graph, tails)
+            self.walk_values(graph, tails)
         finally:
             self.indent = outer
 

@@ -102,7 +102,7 @@ class CaffeWriter(GraphWalker[str]):
         field."""
         outer, self.layers = self.layers, []
         try:
-            self.walk(graph, [value.name for value in graph.inputs])
+            self.walk_values(graph, [value.name for value in graph.inputs])
             return self.layers
         finally:
             self.layers = outer
