@@ -213,7 +213,6 @@ class Net:
 
         route = Route.parse(via, "via")
         trt_runtime = load_runtime(Runtime.parse(runtime, "runtime").value)
-        self._require_layers()
         self._require_weights("build an engine")
         net = self._stated(state)
         profiles = checked_profiles(net.graph, shapes)
@@ -244,7 +243,6 @@ class Net:
 
         check_opset(opset)
         lstm_op = LstmOp.parse(lstm_op, "lstm_op")
-        self._require_layers()
         self._require_weights("export to ONNX")
         graph, profiles = self._onnx_graph(shapes, state, lstm_op)
         # written to a file, the large weights go from the caffemodel's memory map to the file
@@ -404,7 +402,8 @@ class Net:
     def _require_layers(self) -> None:  # nothing to compute: refused by every producer
         require_layers(self.graph, str(self.prototxt))
 
-    def _require_weights(self, purpose: str) -> None:
+    def _require_weights(self, purpose: str) -> None:  # and something to compute
+        self._require_layers()
         require_weights(self.missing_weights, str(self.weights or self.prototxt), purpose)
 
 

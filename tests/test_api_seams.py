@@ -211,6 +211,7 @@ PRODUCERS = {
     "convert": ("convert", "{net}", "-w", "{weights}", "-o", "{out}/m.engine"),
     "rewrite": ("rewrite", "{net}", "-w", "{weights}", "-o", "{out}"),
     "weights init": ("weights", "init", "{net}", "-o", "{out}/w.caffemodel"),
+    "triton": ("triton", "{net}", "-w", "{weights}", "-o", "{out}"),
 }
 
 

@@ -57,8 +57,11 @@ def install_example(site: Path) -> Path:
 
 def cli(*args: object, path: tuple[Path, ...] = (), timeout: float = 600
         ) -> subprocess.CompletedProcess[str]:
-    """``python -m caffe_lstm ARGS`` with ``path`` on PYTHONPATH (after the project)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, (ROOT, *path))))
+    """``python -m caffe_lstm ARGS`` with ``path`` on PYTHONPATH (after the project, before
+    what the tests inherited)."""
+    inherited = os.environ.get("PYTHONPATH", "")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [*map(str, (ROOT, *path)), inherited])))
     return subprocess.run([sys.executable, "-m", "caffe_lstm", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout, env=env)
 

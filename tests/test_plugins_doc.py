@@ -62,7 +62,8 @@ def test_the_worked_example_runs_as_written(tmp_path):
                 continue
             args = shlex.split(command)
             assert args[0] == "caffe-lstm", command
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                filter(None, [*path, os.environ.get("PYTHONPATH", "")])))
             done = subprocess.run([sys.executable, "-m", "caffe_lstm", *args[1:]], cwd=tmp_path,
                                   env=env, capture_output=True, text=True, timeout=600)
             failing = any(line.startswith("error: ") for line in shown)
