@@ -625,26 +625,74 @@ def test_ambiguous_batch_axis_is_refused_then_given(tmp_path):
     np.testing.assert_allclose(run({"x": x})["prob"], expected, atol=TOL, rtol=0)
 
 
-def test_corpus_net_that_fixes_n_is_refused_naming_the_layer(tmp_path, weights_dir):
-    """S2VT's step-wise deploy net reshapes to explicit dims (1, 1, 500): N cannot change."""
+def s2vt_files(tmp_path: Path) -> tuple[Path, Path]:
+    """S2VT's step-wise deploy net (it reshapes to explicit dims (1, 1, 500): N is fixed) with
+    synthetic weights, or a skip where the corpus is absent."""
     found = [p for p in corpus_files() if p.name == "examples__s2vt__s2vt.words_to_preds"
              ".deploy.prototxt"]
     if not found:
         pytest.skip("the corpus of public prototxts is not beside this clone (CI has it)")
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    result = cli("triton", str(found[0]), "-w", str(weights_dir / "absent.caffemodel"),
-                 "-o", str(repo))
-    assert result.returncode == 2  # the weights file must exist: a usage error
-    weights = tmp_path / "s2vt.caffemodel"
     from caffe_lstm.frontend.caffe_writer import write_caffemodel
     from caffe_lstm.synthetic import synthetic_weights
 
+    weights = tmp_path / "s2vt.caffemodel"
     write_caffemodel(weights, synthetic_weights(caffe_lstm.load(found[0]).graph, 0, 0.05))
-    result = cli("triton", str(found[0]), "-w", str(weights), "-o", str(repo))
+    return found[0], weights
+
+
+def test_corpus_net_that_fixes_n_is_refused_naming_the_layer(tmp_path):
+    prototxt, weights = s2vt_files(tmp_path)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo))
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
-    assert "'reshape_frames' (Reshape)" in result.stderr
+    assert "'reshape_frames' (Reshape)" in result.stderr and "--max-batch 0" in result.stderr
     assert list(repo.iterdir()) == [], "nothing may be left in the repository"
+
+
+def test_fixed_n_net_served_without_batching(tmp_path):
+    """--max-batch 0: S2VT keeps Caffe's layout and full dims; model.py runs each request
+    alone and carries the states by correlation id. Every step equals Caffe's step-wise
+    decoding: `run --state io` of that step fed the previous step's h_T, c_T."""
+    prototxt, weights = s2vt_files(tmp_path)
+    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
+                 "--max-batch", "0", "--name", "s2vt")
+    assert result.returncode == 0, result.stderr
+    assert "no batching" not in result.stdout and "sequence batching" in result.stdout
+    net = caffe_lstm.load(prototxt, weights)
+    spec = net.to_triton(tmp_path / "api", name="s2vt", max_batch=0).spec
+    assert spec.max_batch == 0 and dict((t.name, t.dims) for t in spec.inputs)[
+        "cont_sentence"] == (1, 1)
+    model = load_python_model(tmp_path / "repo" / "s2vt", spec)
+    lengths = [3, 1, 4]
+    steps = [[_s2vt_step(net, 10 * i + t, t) for t in range(n)] for i, n in enumerate(lengths)]
+    expected = [_chained(net, sequence) for sequence in steps]
+    for execution in interleave(lengths):
+        requests = [_Request({**steps[i][t], **_flags(t == 0, t == lengths[i] - 1, 7 + i)},
+                             7 + i) for i, t in execution]
+        for (i, t), response in zip(execution, model.execute(requests)):
+            assert response.error is None, response.error.message()
+            np.testing.assert_allclose(response.outputs["probs"], expected[i][t], atol=TOL,
+                                       rtol=0, err_msg=f"sequence {i} step {t}")
+    assert model.store == {}
+
+
+def _s2vt_step(net, seed: int, t: int) -> dict[str, np.ndarray]:
+    feeds = {k: v for k, v in net.random_inputs(seed).items() if k in net.inputs}
+    feeds["cont_sentence"] = np.full((1, 1), 0.0 if t == 0 else 1.0, np.float32)
+    return feeds
+
+
+def _chained(net, steps: list[dict]) -> list[np.ndarray]:
+    """Caffe's step-wise decoding: each Forward fed the previous one's final states."""
+    states: dict[str, np.ndarray] = {}
+    probs = []
+    for feeds in steps:
+        out = net.run({**feeds, **states}, state="io")
+        states = {name.replace("_T", "_0"): value for name, value in out.items()
+                  if name.endswith(("/h_T", "/c_T"))}
+        probs.append(out["probs"])
+    return probs
 
 
 # ---- the model folder ----------------------------------------------------------------------------
@@ -819,5 +867,11 @@ def test_triton_core_loads_onnxruntime_and_tensorrt_configs(tmp_path, weights_di
                 assert result.returncode == 0, result.stderr
                 config = repo / name / "config.pbtxt"
                 config.write_text(config.read_text().replace("KIND_GPU", "KIND_CPU"))
+    # without batching (max_batch_size 0), sequence state included; python: model.py loads
+    prototxt, weights, _ = net_files("lstm_lm", weights_dir)
+    for backend in ("onnxruntime", "python"):
+        result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--backend",
+                     backend, "--name", f"lstm_lm_{backend}_unbatched", "--max-batch", "0")
+        assert result.returncode == 0, result.stderr
     states = load_with_triton_core(repo, tmp_path)
     assert states and all(state == "READY" for state in states.values()), states

@@ -9,7 +9,7 @@ import click
 
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
-                                    selection_options, weights_option)
+                                    runtime_option, selection_options, weights_option)
 from caffe_lstm.cli.requires import require_tensorrt
 from caffe_lstm.serving.config import BACKENDS, Batching
 
@@ -44,15 +44,14 @@ def _positive(ctx: click.Context, param: click.Parameter, value):
               help="python: model.py runs model.onnx with onnxruntime and keeps the states "
                    "(CPU, any Triton); onnxruntime: model.onnx; tensorrt: model.plan (both with "
                    "Triton's implicit state).")
-@click.option("--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]),
-              default="auto", show_default=True,
-              help="The TensorRT that builds model.plan (--backend tensorrt): the one of the "
-                   "Triton server that will load it.")
+@runtime_option("The TensorRT that builds model.plan (--backend tensorrt): the one of the "
+                "Triton server that will load it")
 @click.option("--name", help="The model's name in the repository (default: the prototxt's "
                              "file name without .prototxt).")
-@click.option("--max-batch", type=int, default=8, show_default=True, callback=_positive,
+@click.option("--max-batch", type=click.IntRange(min=0), default=8, show_default=True,
               help="Triton's max_batch_size: requests (sequences) run together, the batch "
-                   "range of the model file.")
+                   "range of the model file; 0: no batching (tensors keep Caffe's layout), "
+                   "for a net whose layers fix N.")
 @click.option("--instances", type=int, default=1, show_default=True, callback=_positive,
               help="Model instances (instance_group count).")
 @click.option("--cont-from-start", is_flag=True,
@@ -98,12 +97,15 @@ def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, b
         cont_from_start=cont_from_start, batch_axes=batch_axes, batching=batching,
         runtime=runtime)
     spec = written.spec
+    batcher = ("sequence batching" if spec.stateful else
+               "dynamic batching" if spec.max_batch else "no batching")
     options.say(f"wrote {written.path} ({backend} backend, max batch {spec.max_batch}, "
-                f"{'sequence batching' if spec.stateful else 'dynamic batching'})")
-    options.say("inputs: " + ", ".join(f"{t.name} [N, {_dims(t.dims)}]" for t in spec.inputs))
+                f"{batcher})")
+    options.say("inputs: " + ", ".join(f"{t.name} {_dims(t.dims, spec)}" for t in spec.inputs))
     if spec.cont_controls:
         options.say("from START: " + ", ".join(t.name for t in spec.cont_controls))
-    options.say("outputs: " + ", ".join(f"{t.name} [N, {_dims(t.dims)}]" for t in spec.outputs))
+    options.say("outputs: " + ", ".join(f"{t.name} {_dims(t.dims, spec)}"
+                                        for t in spec.outputs))
     if spec.states:
         options.say("states: " + ", ".join(f"{s.input} <- {s.output}" for s in spec.states))
     if not written.schema_checked:
@@ -111,5 +113,6 @@ def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, b
                     "caffe-lstm only, not by Triton's schema")
 
 
-def _dims(dims: tuple[int, ...]) -> str:
-    return ", ".join(str(d) for d in dims)
+def _dims(dims: tuple[int, ...], spec) -> str:
+    """[N, dims...] with batching, else the full dims."""
+    return "[" + ", ".join(["N"] * bool(spec.max_batch) + [str(d) for d in dims]) + "]"

@@ -32,6 +32,7 @@ PHRASES: tuple[tuple[str, str], ...] = (
     ("python_path=DIR", "--python-path DIR"),
     ("(the traceback is the error's __cause__)", "(--debug shows its traceback)"),
     ("(batch_axes={NAME: AXIS})", "(--batch-axis NAME:AXIS)"),
+    ("(max_batch=0)", "(--max-batch 0)"),
 )
 
 #: API parameter -> the CLI flag that gives it.

@@ -96,7 +96,8 @@ def batch_first(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
 
 # ---- finding the axes ----------------------------------------------------------------------------
 
-_HINT = "give the input's batch axis (batch_axes={NAME: AXIS}), or serve the net without batching"
+_HINT = ("give the input's batch axis (batch_axes={NAME: AXIS}), or serve the net without "
+         "batching (max_batch=0)")
 
 
 def _check_given(inputs: dict[str, Value], name: str, axis: int) -> None:
@@ -194,8 +195,8 @@ def _the_one(graph: Graph, candidates: dict[str, list[int]], fits: list[dict[str
         raise BatchAxisError(f"the batch N = {batch} of net input(s) {suspects} cannot change "
                              f"through the net: {reason}", "",
                              "a layer that fixes N (a Reshape to explicit dims) keeps the net "
-                             "from batching; or give an input's batch axis "
-                             "(--batch-axis NAME:AXIS)")
+                             "from batching: serve it without batching (max_batch=0); "
+                             "or give an input's batch axis (batch_axes={NAME: AXIS})")
     if len(fits) > 1:
         unsure = [name for name in candidates if len({fit[name] for fit in fits}) > 1]
         raise BatchAxisError(

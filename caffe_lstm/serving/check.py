@@ -37,8 +37,7 @@ def check_onnx_io(spec: ModelSpec, model: Any, where: str) -> None:
             _fail(f"ONNX tensor '{name}' has element type {tensor.elem_type}, the config "
                   "TYPE_FP32", where)
         shape = [d.dim_param or d.dim_value for d in tensor.shape.dim]
-        if len(shape) != len(dims) + 1 or tuple(shape[1:]) != tuple(dims) or \
-                not _batch_dim_ok(shape[0], spec.max_batch):
+        if not _dims_ok(shape, dims, spec.max_batch):
             _fail(f"ONNX tensor '{name}' has dims {shape}, the config [N] + {list(dims)} "
                   f"with N up to {spec.max_batch}", where)
 
@@ -59,14 +58,25 @@ def check_network_io(spec: ModelSpec, network: Any, profiles: Mapping[str, Any],
         shape = tuple(tensor.shape)
         if "FLOAT" not in str(tensor.dtype).upper():
             _fail(f"TensorRT tensor '{name}' is {tensor.dtype}, the config TYPE_FP32", where)
-        if shape[1:] != tuple(dims) or not _batch_dim_ok(shape[0], spec.max_batch):
+        if not _dims_ok(list(shape), dims, spec.max_batch):
             _fail(f"TensorRT tensor '{name}' has dims {list(shape)}, the config [N] + "
                   f"{list(dims)}", where)
     for name, dims in inputs.items():
+        if not spec.max_batch:
+            continue  # static shapes: no profile
         low, _, high = profiles[name]
         if tuple(low) != (1, *dims) or tuple(high) != (spec.max_batch, *dims):
             _fail(f"the engine profile of '{name}' spans {low}..{high}, the config batch "
                   f"1..{spec.max_batch} of {list(dims)}", where)
+
+
+def _dims_ok(shape: list, dims: tuple[int, ...], max_batch: int) -> bool:
+    """The model's ``shape`` is the config's ``dims`` after a batch dim (max_batch > 0), or
+    equal to them (no batching)."""
+    if not max_batch:
+        return tuple(shape) == tuple(dims)
+    return len(shape) == len(dims) + 1 and tuple(shape[1:]) == tuple(dims) and \
+        _batch_dim_ok(shape[0], max_batch)
 
 
 def _batch_dim_ok(dim: Any, max_batch: int) -> bool:

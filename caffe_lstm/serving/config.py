@@ -110,7 +110,7 @@ def model_config(spec: ModelSpec) -> dict[str, Any]:
         config["default_model_filename"] = MODEL_FILES["tensorrt"]
     if spec.stateful:
         config["sequence_batching"] = _sequence_batching(spec)
-    else:
+    elif spec.max_batch:  # without batching a stateless model needs no batcher
         config["dynamic_batching"] = _dynamic_batching(spec.batching)
     if spec.backend == "python":
         config["parameters"] = {PYTHON_PARAMETER: {"string_value": _python_parameter(spec)}}
@@ -140,7 +140,7 @@ def _sequence_batching(spec: ModelSpec) -> dict[str, Any]:
                  for cont in spec.cont_controls]
     batching = spec.batching
     oldest: dict[str, Any] = {"max_candidate_sequences":
-                              batching.max_candidate_sequences or 4 * spec.max_batch,
+                              batching.max_candidate_sequences or 4 * max(spec.max_batch, 1),
                               "max_queue_delay_microseconds": batching.max_queue_delay_us}
     if batching.preferred_batch_sizes:
         oldest["preferred_batch_size"] = list(batching.preferred_batch_sizes)

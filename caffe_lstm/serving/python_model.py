@@ -53,9 +53,12 @@ class TritonPythonModel:
                                                     providers=["CPUExecutionProvider"])
         self.states = [(s["input"], s["output"], tuple(s["dims"])) for s in own["states"]]
         state_inputs = {name for name, _, _ in self.states}
+        # max_batch_size 0: no batching, every request runs alone with Caffe's full dims
+        self.batched = int(config.get("max_batch_size", 0)) > 0
         # the data inputs: everything the model reads but the states (cont included when
         # Triton feeds it from START); dims after N as the model declares them
-        self.feeds = {i.name: tuple(i.shape[1:]) for i in self.session.get_inputs()
+        skip = 1 if self.batched else 0
+        self.feeds = {i.name: tuple(i.shape[skip:]) for i in self.session.get_inputs()
                       if i.name not in state_inputs}
         self.outputs = [o["name"] for o in config["output"]]
         sequence = config.get("sequence_batching")
@@ -75,7 +78,8 @@ class TritonPythonModel:
             except BadRequest as exc:
                 responses[index] = _error(str(exc))
                 continue
-            key = tuple(item["feeds"][name].shape for name in self.feeds)
+            key = tuple(item["feeds"][name].shape for name in self.feeds) \
+                if self.batched else index
             groups.setdefault(key, []).append((index, item))
         for group in groups.values():
             self._run(group, responses, now)
@@ -96,12 +100,15 @@ class TritonPythonModel:
             array = tensor.as_numpy()
             if array.dtype != np.float32:
                 raise BadRequest(f"input '{name}' is {array.dtype}, the model takes float32")
-            if array.ndim != len(dims) + 1 or any(
-                    isinstance(d, int) and d != size for d, size in zip(dims, array.shape[1:])):
+            shape = array.shape[1:] if self.batched else array.shape
+            if array.ndim != len(dims) + self.batched or any(
+                    isinstance(d, int) and d != size for d, size in zip(dims, shape)):
+                expected = f"[N] + {list(dims)}" if self.batched else str(list(dims))
                 raise BadRequest(f"input '{name}' has shape {list(array.shape)}, the model "
-                                 f"takes [N] + {list(dims)}")
+                                 f"takes {expected}")
             feeds[name] = array
-        item = {"feeds": feeds, "rows": next(iter(feeds.values())).shape[0]}
+        rows = next(iter(feeds.values())).shape[0] if self.batched else None
+        item = {"feeds": feeds, "rows": rows}
         if self.states:
             item.update(self._sequence(request, item["rows"]))
         return item
@@ -116,7 +123,8 @@ class TritonPythonModel:
             start = self._flag(request, "cont_start", 1.0) == 0
         end = bool(self._flag(request, "end", 0))
         if start:
-            states = {name: np.zeros((rows, *dims), np.float32) for name, _, dims in self.states}
+            lead = (rows,) if self.batched else ()
+            states = {name: np.zeros((*lead, *dims), np.float32) for name, _, dims in self.states}
         elif corrid in self.store:
             states = self.store[corrid][0]
         else:
@@ -148,8 +156,9 @@ class TritonPythonModel:
         produced = dict(zip([o.name for o in self.session.get_outputs()], results))
         row = 0
         for index, item in group:
-            rows = slice(row, row + item["rows"])
-            row += item["rows"]
+            # batched: this request's rows; unbatched: the request ran alone, all of it
+            rows = slice(row, row + item["rows"]) if self.batched else slice(None)
+            row += item["rows"] or 0
             responses[index] = pb_utils.InferenceResponse(output_tensors=[
                 pb_utils.Tensor(name, np.ascontiguousarray(produced[name][rows]))
                 for name in self.outputs])

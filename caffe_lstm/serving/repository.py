@@ -46,7 +46,9 @@ class TritonOptions:
 
     Attributes:
         backend: ``python``, ``onnxruntime`` or ``tensorrt``.
-        max_batch: Triton's max_batch_size (the batch range of the model file is 1..max).
+        max_batch: Triton's max_batch_size (the batch range of the model file is 1..max);
+            0: no batching, the tensors keep Caffe's layout and their full dims (a net whose
+            layers fix N).
         instances: model instances (``instance_group`` count).
         cont_from_start: Caffe's cont comes from Triton's START flag (1 step per request).
         batch_axes: input name -> its batch axis, where the net leaves it ambiguous.
@@ -115,17 +117,13 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
             f"cont_from_start: the recurrent layers read {len(conts)} cont net inputs "
             f"({', '.join(conts) or 'none'}), Triton fills one from START", name,
             "serve it without cont_from_start (clients send cont)")
-    make_batch_major(graph, find_batch_axes(graph, options.batch_axes))
-    infer_shapes(graph)
-    profiles = {v.name: _batch_profile(v, options.max_batch) for v in graph.inputs}
-    try:
-        for _ in shape_at_profile_sizes(graph, profiles):
-            pass  # every layer takes batch 1 and the maximum; left at the maximum (OPT)
-    except ShapeError as exc:
-        raise ShapeError(f"the net does not take every batch size from 1 to "
-                         f"{options.max_batch}: {exc.what}", exc.where,
-                         "serve it with a max_batch it takes") from None
-    shapes = {v.name: tuple(v.shape[1:]) for v in (*graph.inputs, *graph.outputs)}
+    if options.max_batch == 0 and conts:
+        raise CaffeLstmError("cont_from_start needs batching: without it Triton's control "
+                             "tensor is [1], Caffe's cont (T, N)", name,
+                             "serve it with max_batch >= 1, or without cont_from_start")
+    profiles = _batch_major(graph, options) if options.max_batch else {}
+    skip = 1 if options.max_batch else 0  # Triton's dims leave out the batch dim
+    shapes = {v.name: tuple(v.shape[skip:]) for v in (*graph.inputs, *graph.outputs)}
     for cont in conts:
         if shapes[cont] != (1,):
             raise CaffeLstmError(
@@ -144,6 +142,22 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
         batching=options.batching)
     run_passes(graph, DEFAULT_PIPELINE)
     return Prepared(graph, profiles, spec)
+
+
+def _batch_major(graph: Graph, options: TritonOptions) -> dict[str, Profile]:
+    """N first on every input and output (passes/batch_major.py), checked at batch 1 and at
+    the maximum; returns the profile of every input (batch 1..max)."""
+    make_batch_major(graph, find_batch_axes(graph, options.batch_axes))
+    infer_shapes(graph)
+    profiles = {v.name: _batch_profile(v, options.max_batch) for v in graph.inputs}
+    try:
+        for _ in shape_at_profile_sizes(graph, profiles):
+            pass  # every layer takes batch 1 and the maximum; left at the maximum (OPT)
+    except ShapeError as exc:
+        raise ShapeError(f"the net does not take every batch size from 1 to "
+                         f"{options.max_batch}: {exc.what}", exc.where,
+                         "serve it with a max_batch it takes") from None
+    return profiles
 
 
 def write_repository(graph: Graph, repository: str | Path, name: str,
@@ -194,8 +208,9 @@ def _check_options(name: str, options: TritonOptions) -> None:
     if not name or "/" in name or name.startswith("."):
         refuse("a model name must be non-empty, without '/', not starting with '.'",
                "choose another name")
-    if options.max_batch < 1 or options.instances < 1:
-        refuse("max_batch and instances must be at least 1", "give positive numbers")
+    if options.max_batch < 0 or options.instances < 1:
+        refuse("max_batch must be at least 0 and instances at least 1",
+               "give other numbers (max_batch 0: no batching)")
     batching = options.batching
     if any(not 1 <= size <= options.max_batch for size in batching.preferred_batch_sizes):
         refuse(f"preferred batch sizes {list(batching.preferred_batch_sizes)} must lie in "
