@@ -25,7 +25,7 @@ from caffe_lstm.errors import ModelLoadError, UnsupportedLayerError
 from caffe_lstm.feeds import apply_feeds, random_feeds
 from caffe_lstm.files import (arrays_from, atomic_output, maybe_atomic, nothing_left_on_error,
                               refuse_to_overwrite)
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
@@ -177,7 +177,7 @@ class Net:
         """Writes the rewritten net as ``outdir/<stem>.prototxt`` (and ``.caffemodel`` when
         weights were loaded): the loop form with caffe-lstm's Loop layer, or with ``unroll``
         plain upstream Caffe. Nothing is left behind on an error; returns the files written."""
-        from caffe_lstm.backends.caffe_writer import to_net_parameter, write_prototxt
+        from caffe_lstm.frontend.caffe_writer import to_net_parameter, write_prototxt
 
         self._require_layers()
         outdir, stem = Path(outdir), self.prototxt.stem

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from caffe_lstm.backends.caffe_writer import to_net_parameter, write_prototxt
+from caffe_lstm.frontend.caffe_writer import to_net_parameter, write_prototxt
 from caffe_lstm.cli import cli
 from caffe_lstm.errors import OutputError
 from caffe_lstm.feeds import random_feeds
 from caffe_lstm.frontend.caffemodel import read_caffemodel
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.frontend.prototxt import read_prototxt
 from caffe_lstm.frontend.upgrade import V1_TYPES
