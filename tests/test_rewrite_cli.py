@@ -24,7 +24,7 @@ from caffe_lstm.frontend.prototxt import read_prototxt
 from caffe_lstm.frontend.upgrade import V1_TYPES
 from caffe_lstm.ops import get_op, registered_types
 from caffe_lstm.synthetic import synthetic_weights
-from tests.conftest import corpus_files, needs_corpus, sample
+from tests.conftest import ROOT, corpus_files, needs_corpus, sample
 
 SAMPLE_NAMES = ["seq_classifier", "captioner"]
 FORMS = {"loop": (), "unrolled": ("--unroll",)}
@@ -384,15 +384,29 @@ layer { name: "dense" type: "DenseBlock" bottom: "conv" top: "dense"
 """
 
 
-@pytest.mark.parametrize("text", [ALL_PARAMS_NET, ALL_CNN_PARAMS_NET], ids=["lstm", "cnn"])
-def test_written_layers_parse_back_to_the_same_attrs(tmp_path, text):
+# The forks' layers and Caffe's Python layer are covered by their samples.
+SAMPLE_NETS = {"fork_vision": "samples/fork_vision/fork_vision.prototxt",
+               "python_layer": "samples/python_layer/python_layer.prototxt"}
+PYTHON_PATH = ROOT / "samples/python_layer/layers"
+
+
+def writer_nets(tmp_path) -> list[Path]:
+    """The nets whose layers together hold every registered op type (the Loop aside)."""
+    paths = []
+    for index, text in enumerate((ALL_PARAMS_NET, ALL_CNN_PARAMS_NET)):
+        paths.append(tmp_path / f"all{index}.prototxt")
+        paths[-1].write_text(text)
+    return paths + [ROOT / path for path in SAMPLE_NETS.values()]
+
+
+@pytest.mark.parametrize("which", ["lstm", "cnn", *SAMPLE_NETS])
+def test_written_layers_parse_back_to_the_same_attrs(tmp_path, which):
     """Every op type's writer, through a prototxt: load, write, load again, compare attrs."""
-    net = tmp_path / "all.prototxt"
-    net.write_text(text)
-    graph = load_net(net).graph
+    net = dict(zip(["lstm", "cnn", *SAMPLE_NETS], writer_nets(tmp_path)))[which]
+    graph = load_net(net, python_path=PYTHON_PATH).graph
     written = tmp_path / "written.prototxt"
     write_prototxt(written, to_net_parameter(graph)[0])
-    again = load_net(written).graph
+    again = load_net(written, python_path=PYTHON_PATH).graph
     assert [(n.name, n.op) for n in again.nodes] == [(n.name, n.op) for n in graph.nodes]
     for before, after in zip(graph.nodes, again.nodes):
         assert after.attrs == before.attrs, before.name
@@ -400,8 +414,6 @@ def test_written_layers_parse_back_to_the_same_attrs(tmp_path, text):
 
 def test_the_writer_nets_cover_every_writer(tmp_path):
     ops = set()
-    for index, text in enumerate((ALL_PARAMS_NET, ALL_CNN_PARAMS_NET)):
-        net = tmp_path / f"all{index}.prototxt"
-        net.write_text(text)
-        ops |= {n.op for n in load_net(net).graph.nodes}
+    for net in writer_nets(tmp_path):
+        ops |= {n.op for n in load_net(net, python_path=PYTHON_PATH).graph.nodes}
     assert ops >= set(registered_types()) - {"Loop"}
