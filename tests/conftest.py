@@ -99,7 +99,7 @@ def run_cli(*args: object, timeout: float = 300) -> subprocess.CompletedProcess[
 def net_with_weights(tmp_path: Path, text: str, seed: int = 0):
     """The net of prototxt ``text`` with seeded synthetic weights, read back from a real
     caffemodel (written to ``tmp_path``); returns its graph."""
-    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
     from caffe_lstm.frontend.loader import load_net
     from caffe_lstm.synthetic import synthetic_weights
 

@@ -30,14 +30,13 @@ def run_onnx_facet(op_type: str, attrs: dict[str, Any], inputs: Sequence[np.ndar
                     for i, w in enumerate(weights)]
     for value, shape in zip(node.outputs, op.infer(None, node, *[v.shape for v in node.inputs])):
         value.shape = tuple(shape)
-    ctx = OnnxContext(onnx, opset)
-    ctx.node = node
     varying = {(id(node.inputs[b]), axis) for b, axis in dynamic}
 
     def value_dims(value: Value) -> tuple:
         return tuple(None if (id(value), a) in varying else d for a, d in enumerate(value.shape))
 
-    ctx.value_dims = value_dims
+    ctx = OnnxContext(onnx, opset, value_dims)
+    ctx.node = node
     names = [v.name for v in node.inputs]
     for name in names:
         ctx.reserve(name)

@@ -24,7 +24,7 @@ import pytest
 
 import caffe_lstm
 from caffe_lstm.frontend.caffemodel import read_caffemodel
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.ops import Op, get_op, plugins, register_op
 from tests.conftest import ROOT, SAMPLES
 from tests.project import tomllib

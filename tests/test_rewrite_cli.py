@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from caffe_lstm.backends.caffe_writer import to_net_parameter, write_prototxt
+from caffe_lstm.frontend.caffe_writer import to_net_parameter, write_prototxt
 from caffe_lstm.cli import cli
 from caffe_lstm.errors import OutputError
 from caffe_lstm.feeds import random_feeds
 from caffe_lstm.frontend.caffemodel import read_caffemodel
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.frontend.prototxt import read_prototxt
 from caffe_lstm.frontend.upgrade import V1_TYPES
@@ -332,6 +332,12 @@ layer { name: "unit" type: "LSTMUnit" bottom: "c_prev" bottom: "gates" bottom: "
 layer { name: "ctc" type: "CTCGreedyDecoder" bottom: "h" top: "decoded"
         ctc_decoder_param { blank_index: 2 ctc_merge_repeated: false } }
 layer { name: "silence" type: "Silence" bottom: "k1" bottom: "k2" }
+layer { name: "simple" type: "LSTMSimple" bottom: "seq" top: "simple"
+        lstm_simple_param { num_output: 2 batch_size: 3 } }
+layer { name: "apollo" type: "LstmUnit" bottom: "simple" bottom: "simple" top: "a_h" top: "a_c"
+        lstm_unit_param { num_cells: 2 } }
+layer { name: "stack" type: "LSTM" bottom: "x" bottom: "cont" top: "stacked"
+        recurrent_param { num_output: 2 num_layers: 2 dropout_ratio: 0.5 } }
 """
 
 

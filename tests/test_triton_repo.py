@@ -154,7 +154,7 @@ def net_files(key: str, weights_dir: Path) -> tuple[Path, Path, dict[str, tuple[
         pytest.skip("the corpus of public prototxts is not beside this clone (CI has it)")
     weights = weights_dir / f"{key}.caffemodel"
     if not weights.exists():
-        from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+        from caffe_lstm.frontend.caffe_writer import write_caffemodel
         from caffe_lstm.synthetic import synthetic_weights
 
         graph = caffe_lstm.load(found[0], shapes=shapes).graph
@@ -573,7 +573,7 @@ def test_net_without_state_gets_dynamic_batching(tmp_path):
     """A CNN: batch-first already (no transposes), dynamic_batching, no sequence controls;
     model.py answers requests of different batch sizes in one execute(), each equal to
     `run` of its own arrays, and model.onnx (onnxruntime backend) the same."""
-    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
     from caffe_lstm.synthetic import synthetic_weights
 
     prototxt, weights = tmp_path / "scorer.prototxt", tmp_path / "scorer.caffemodel"
@@ -617,7 +617,7 @@ def test_ambiguous_batch_axis_is_refused_then_given(tmp_path):
     prototxt = tmp_path / "square.prototxt"
     prototxt.write_text(SQUARE)
     weights = tmp_path / "square.caffemodel"
-    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
 
     write_caffemodel(weights, [])
     result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"))
@@ -640,7 +640,7 @@ def s2vt_files(tmp_path: Path) -> tuple[Path, Path]:
              ".deploy.prototxt"]
     if not found:
         pytest.skip("the corpus of public prototxts is not beside this clone (CI has it)")
-    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
     from caffe_lstm.synthetic import synthetic_weights
 
     weights = tmp_path / "s2vt.caffemodel"

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.passes import run_passes
 from tests.conftest import net_with_weights
