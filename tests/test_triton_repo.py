@@ -428,27 +428,35 @@ class ImplicitState:
                       for c in sequence["control_input"] for item in c["control"]
                       if "fp32_false_true" in item}
         self.slots: dict[int, dict[str, np.ndarray]] = {}
+        self.batched = int(config.get("max_batch_size", 0)) > 0  # 0: not printed
 
     def execute(self, steps) -> list[dict[str, np.ndarray]]:
+        if not self.batched:  # max_batch_size 0: each request runs alone, full dims
+            return [answer for step in steps for answer in self._execute([step])]
+        return self._execute(steps)
+
+    def _execute(self, steps) -> list[dict[str, np.ndarray]]:
+        lead = (1,) if self.batched else ()
         feeds = {name: np.concatenate([tensors[name] for *_, tensors in steps])
-                 for name in self.inputs}
+                 for name in self.inputs}  # one step alone when unbatched: itself
         for name, (false, true) in self.conts.items():
             feeds[name] = np.array([[true if start else false] for _, start, _, _ in steps],
-                                   np.float32)
+                                   np.float32)  # cont from START needs batching: (N, 1)
         for state in self.states:
             dims = [int(d) for d in state["dims"]]
             feeds[state["input_name"]] = np.concatenate([
-                np.zeros((1, *dims), np.float32) if start
+                np.zeros((*lead, *dims), np.float32) if start
                 else self.slots[corrid][state["output_name"]]
                 for corrid, start, _, _ in steps])
         results = self.run(feeds)
         answers = []
         for row, (corrid, _, end, _) in enumerate(steps):
-            self.slots[corrid] = {s["output_name"]: results[s["output_name"]][row:row + 1]
+            rows = slice(row, row + 1) if self.batched else slice(None)
+            self.slots[corrid] = {s["output_name"]: results[s["output_name"]][rows]
                                   for s in self.states}
             if end:
                 del self.slots[corrid]
-            answers.append({name: results[name][row:row + 1] for name in self.outputs})
+            answers.append({name: results[name][rows] for name in self.outputs})
         return answers
 
 
@@ -895,3 +903,28 @@ def test_batch_axes_of_a_corpus_net_at_n_1():
                                                 ("lstm1", "lstm2-extended", "lstm2_context")
                                                 for s in "hc"}}
     assert axes.outputs["probs"] == 1
+
+
+def test_implicit_state_without_batching(tmp_path, weights_dir):
+    """--max-batch 0 with the onnxruntime backend: full dims, each request alone, the state
+    carried by Triton's implicit-state contract (lstm_lm: N = 1 and T = 1, so Caffe's layout
+    and the batch-major one hold the same arrays)."""
+    net, spec, folder = write_repo_unbatched("lstm_lm", weights_dir, tmp_path / "repo")
+    try:
+        config = parsed_config(folder)
+    except pytest.skip.Exception:
+        config = json.loads(json.dumps(model_config(spec)))
+    assert int(config.get("max_batch_size", 0)) == 0
+    driver = ImplicitState(config, onnx_runner(folder / "1" / "model.onnx"))
+    serve_and_compare(net, spec, driver.execute)
+    assert driver.slots == {}
+
+
+def write_repo_unbatched(key: str, weights_dir: Path, repo: Path):
+    prototxt, weights, shapes = net_files(key, weights_dir)
+    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--name", key,
+                 "--max-batch", "0", "--backend", "onnxruntime", *shape_args(shapes))
+    assert result.returncode == 0, result.stderr
+    net = caffe_lstm.load(prototxt, weights, shapes=shapes)
+    spec = net.to_triton(repo.parent / "api", name=key, max_batch=0, backend="onnxruntime").spec
+    return net, spec, repo / key
