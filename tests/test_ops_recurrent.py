@@ -15,8 +15,7 @@ from caffe_lstm.errors import ShapeError
 from caffe_lstm.frontend.params import to_params
 from caffe_lstm.ops import get_op
 from caffe_lstm.proto import caffe_pb2
-from tests.opcheck import make_node, run_op
-from tests.torch_reference import torch_lstm
+from tests.helpers import make_node, run_op, torch_lstm
 
 ATOL = 1e-5
 
