@@ -398,11 +398,13 @@ class Net:
         return len(layers) - 1
 
     def write_synthetic_weights(self, output: str | Path, seed: int = 0) -> int:
-        """Writes seeded synthetic weights (uniform in [-0.5, 0.5)) for every learnable layer
-        to ``output``; returns the number of layers written."""
+        """Writes seeded synthetic weights for every learnable layer to ``output`` (the
+        prototxt's own fillers where it gives them, else values scaled by each blob's fan-in;
+        ``caffe_lstm.synthetic``); returns the number of layers written."""
+        from caffe_lstm.frontend.fillers import layer_fillers
         from caffe_lstm.synthetic import synthetic_weights
 
-        layers = synthetic_weights(self.graph, seed)
+        layers = synthetic_weights(self.graph, seed, fillers=layer_fillers(self.prototxt))
         write_caffemodel(output, layers, net_name=self.graph.name)
         return len(layers)
 
