@@ -26,7 +26,7 @@ import numpy as np
 
 from caffe_lstm.analysis.shapes import shape_at_profile_sizes
 from caffe_lstm.analysis.summary import summarize
-from caffe_lstm.compare import Comparison, compare_outputs
+from caffe_lstm.compare import Comparison, compare_outputs, judge_sensitivity, nudged_weights
 from caffe_lstm.errors import CaffeLstmError, ModelLoadError, OutputError, ShapeError
 from caffe_lstm.feeds import apply_feeds, random_feeds
 from caffe_lstm.files import atomic_output, load_npz
@@ -203,6 +203,10 @@ class Net:
             candidates += self._onnx_candidate(report, feeds, required=bool(onnxruntime))
         for title, candidate in candidates:
             report.results.append((title, compare_outputs(reference, candidate(), atol, rtol)))
+        report.results, note = judge_sensitivity(  # float32 rounding alone, or a mismatch?
+            report.results, reference, lambda: _executor(nudged_weights(graph)).run(feeds),
+            atol, rtol)
+        report.notes += [note] if note else []
         return report
 
     # ---- writing ------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from caffe_lstm.frontend.caffemodel import read_caffemodel
-from tests.helpers import assert_one_error_line, run_cli
+from tests.helpers import (CORPUS_EXPECTED, assert_one_error_line, corpus_deploy_nets,
+                           needs_corpus, run_cli)
 
 #: The InnerProduct's weight is (OUT, IN): fan_in = IN, fan_out = count / channels = OUT.
 OUT, IN = 200, 300
@@ -203,3 +204,63 @@ def test_a_filler_caffe_would_refuse_is_one_error_line(tmp_path, filler, needle)
     net.write_text(ip_net(filler))
     assert_one_error_line(run_cli("weights", "init", net, "-o", out), needle)
     assert not out.exists()
+
+
+# ---- weights init, then verify: the README's first steps --------------------------------------
+
+DEEP_LSTM = """
+name: "deep_lstm"
+layer { name: "input" type: "Input" top: "x" top: "cont"
+        input_param { shape { dim: 200 dim: 2 dim: 32 } shape { dim: 200 dim: 2 } } }
+layer { name: "lstm1" type: "LSTM" bottom: "x" bottom: "cont" top: "h1"
+        recurrent_param { num_output: 512 } }
+layer { name: "lstm2" type: "LSTM" bottom: "h1" bottom: "cont" top: "h2"
+        recurrent_param { num_output: 512 } }
+"""
+
+
+def test_a_two_layer_lstm_of_512_units_over_200_steps_verifies(tmp_path):
+    """Every candidate (rewritten graph, TensorRT network, onnxruntime) agrees with the
+    equations to verify's default tolerances on `weights init`'s weights."""
+    net, weights = tmp_path / "deep.prototxt", tmp_path / "w.caffemodel"
+    net.write_text(DEEP_LSTM)
+    made = run_cli("weights", "init", net, "-o", weights)
+    assert made.returncode == 0, made.stderr
+    proc = run_cli("verify", net, "-w", weights, timeout=1800)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "MISMATCH" not in proc.stdout and "sensitive" not in proc.stdout, proc.stdout
+
+
+def test_weights_of_a_fixed_scale_make_it_sensitive_not_a_mismatch(tmp_path):
+    """Uniform ±0.5 whatever the width (the old `weights init`): the recurrence is chaotic and
+    float32 rounding alone moves h2 by O(1). verify says so instead of calling a mismatch."""
+    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.loader import load_net
+    from caffe_lstm.synthetic import synthetic_weights
+
+    net, weights = tmp_path / "deep.prototxt", tmp_path / "w.caffemodel"
+    net.write_text(DEEP_LSTM)
+    write_caffemodel(weights, synthetic_weights(load_net(net).graph, 0, scale=0.5))
+    proc = run_cli("verify", net, "-w", weights, "--no-trt", "--no-onnxruntime", timeout=1800)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "numerically sensitive at these weights" in proc.stdout
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("h2 "))
+    assert row.split()[-1] == "sensitive" and float(row.split()[-3]) > 0.1, row
+
+
+@needs_corpus()
+@pytest.mark.parametrize("path", corpus_deploy_nets(), ids=lambda p: p.name)
+def test_every_corpus_deploy_net_verifies_on_synthetic_weights(tmp_path, path):
+    """The equations against the rewritten graph, which is what the weights decide (whether
+    float32 programs can agree); the TensorRT network and onnxruntime, which agree with the
+    rewritten graph at any weights, are left out to keep the run short (the deep LSTM above
+    checks all three)."""
+    cut = CORPUS_EXPECTED[path.name][0]
+    options = ("--outputs", cut) if cut else ()
+    weights = tmp_path / "w.caffemodel"
+    made = run_cli("weights", "init", path, "-o", weights, *options, timeout=900)
+    assert made.returncode == 0, made.stderr
+    proc = run_cli("verify", path, "-w", weights, *options, "--no-trt", "--no-onnxruntime",
+                   timeout=1800)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "MISMATCH" not in proc.stdout and "sensitive" not in proc.stdout, proc.stdout
