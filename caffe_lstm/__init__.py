@@ -14,6 +14,9 @@ from importlib.metadata import PackageNotFoundError, version
 from caffe_lstm.api import Engine, Net, OnnxExport, Verification, load, run_engine
 from caffe_lstm.errors import (CaffeLstmError, ExecutionError, GraphError, ModelLoadError,
                                OutputError, ShapeError, UnsupportedLayerError, VerificationError)
+from caffe_lstm.ops.plugins import PluginError
+from caffe_lstm.options import DEFAULT_OPSET, LstmOp, Profile, Route, Runtime, State
+from caffe_lstm.serving.server import ServingError, TritonServer, serve
 
 try:
     __version__ = version("caffe-lstm")
@@ -21,5 +24,7 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
     __version__ = "0+unknown"
 
 __all__ = ["CaffeLstmError", "Engine", "ExecutionError", "GraphError", "ModelLoadError", "Net",
-           "OnnxExport", "OutputError", "ShapeError", "UnsupportedLayerError", "Verification",
-           "VerificationError", "load", "run_engine"]
+           "OnnxExport", "OutputError", "PluginError", "ShapeError", "UnsupportedLayerError",
+           "Verification", "VerificationError", "load", "run_engine",
+           "DEFAULT_OPSET", "LstmOp", "Profile", "Route", "Runtime", "State"]
+__all__ += ["ServingError", "TritonServer", "serve"]

@@ -4,8 +4,9 @@ telling a mismatch from a net too sensitive for any two float32 programs to agre
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,8 +45,6 @@ def compare_outputs(reference: Mapping[str, np.ndarray], candidate: Mapping[str,
         rows.append(Comparison(name, tuple(want.shape), max_abs, max_rel, ok))
     return rows
 
-
-Results = Sequence[tuple[str, list[Comparison]]]
 #: An output is sensitive when one float32 rounding of the weights moves it by more than this
 #: fraction of its largest magnitude (some 10⁴ float32 epsilons: amplified, not just rounded).
 SENSITIVE = 1e-3
@@ -65,11 +64,11 @@ def nudged_weights(graph: Graph, seed: int = 0) -> Graph:
     return nudged
 
 
-def judge_sensitivity(results: Results, reference: Mapping[str, np.ndarray],
-                      rerun: Callable[[], Mapping[str, np.ndarray]], atol: float,
-                      rtol: float) -> tuple[list[tuple[str, list[Comparison]]], str | None]:
-    """``results`` with each failed comparison of an output that is sensitive marked so
-    (ok, ``sensitive``), and a note saying what that means (None when no output is).
+def mark_sensitive(report: Any, reference: Mapping[str, np.ndarray],
+                   rerun: Callable[[], Mapping[str, np.ndarray]]) -> None:
+    """Marks, in a verify report (``results``, ``notes``, ``atol``, ``rtol``), each failed
+    comparison of an output that is sensitive (ok, ``sensitive``) and adds a note saying what
+    that means.
 
     An output is sensitive when ``rerun()`` (the reference on ``nudged_weights``) differs from
     ``reference`` beyond the tolerance and by more than SENSITIVE of its largest magnitude:
@@ -77,25 +76,26 @@ def judge_sensitivity(results: Results, reference: Mapping[str, np.ndarray],
     than float32's own rounding is not enough: that stays a mismatch). It is run only when a
     comparison failed.
     """
-    failed = {row.name for _, rows in results for row in rows if not row.ok}
+    atol, rtol = report.atol, report.rtol
+    failed = {row.name for _, rows in report.results for row in rows if not row.ok}
     if not failed:
-        return list(results), None
+        return
     moved = {row.name: row for row in compare_outputs(reference, rerun(), atol, rtol)
              if row.name in failed and not row.ok and row.max_abs > SENSITIVE * _peak(
                  reference[row.name])}
     if not moved:
-        return list(results), None
-    marked = [(title, [dataclasses.replace(row, ok=True, sensitive=True)
-                       if not row.ok and row.name in moved else row for row in rows])
-              for title, rows in results]
+        return
+    report.results = [(title, [dataclasses.replace(row, ok=True, sensitive=True)
+                               if not row.ok and row.name in moved else row for row in rows])
+                      for title, rows in report.results]
     worst = max(moved.values(), key=lambda row: row.max_abs)
-    note = (f"numerically sensitive at these weights: moving every weight by one float32 "
-            f"rounding moves the original equations' {', '.join(sorted(moved))} by up to "
-            f"{worst.max_abs:.3g} ({worst.name}), beyond atol {atol:g} + rtol {rtol:g}, so no two "
-            f"correct float32 programs need agree there; those outputs are marked 'sensitive', "
-            f"not mismatches (weights of a smaller scale, such as `weights init` gives, or "
-            f"fewer steps make the comparison meaningful)")
-    return marked, note
+    report.notes.append(
+        f"numerically sensitive at these weights: moving every weight by one float32 "
+        f"rounding moves the original equations' {', '.join(sorted(moved))} by up to "
+        f"{worst.max_abs:.3g} ({worst.name}), beyond atol {atol:g} + rtol {rtol:g}, so no two "
+        f"correct float32 programs need agree there; those outputs are marked 'sensitive', "
+        f"not mismatches (weights of a smaller scale, such as `weights init` gives, or fewer "
+        f"steps make the comparison meaningful)")
 
 
 def _peak(array: np.ndarray) -> float:

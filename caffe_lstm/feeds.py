@@ -10,8 +10,7 @@ from caffe_lstm.analysis.limits import check_memory
 from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.ir.graph import Graph, Node, Value
-from caffe_lstm.ops import recurrent_spec
-
+from caffe_lstm.ops.recurrent import read_cont
 
 
 def random_feeds(graph: Graph, seed: int) -> dict[str, np.ndarray]:
@@ -50,13 +49,14 @@ def _random_rois(node: Node, shape: tuple[int, ...], rng: np.random.Generator) -
 
 
 def _is_cont(graph: Graph, value: Value) -> bool:
-    """Whether ``value`` is a continuation indicator: the cont bottom of a recurrent layer, or,
-    in a rewritten net read back from files, the factor of a delta node (two-bottom Scale on
-    axis 0), possibly through the Slice/Reshape/Loop that hand it to the step."""
+    """Whether ``value`` is a continuation indicator: the cont bottom of a recurrent layer (the
+    one reading of cont, ``read_cont``), or, in a rewritten net read back from files, the
+    factor of a delta node (two-bottom Scale on axis 0), possibly through the
+    Slice/Reshape/Loop that hand it to the step."""
     for node in graph.users(value):
         position = next(i for i, v in enumerate(node.inputs) if v is value)
-        spec = recurrent_spec(node.op)
-        if spec is not None and spec.cont_bottom == position:
+        reading = read_cont(node)
+        if reading is not None and reading.value is value:
             return True
         if node.op == "Scale" and position == 1 and node.attrs.get("axis") == 0:
             return True

@@ -1,4 +1,5 @@
-"""Files at the edges: .npz tensors in and out, and atomic writes (never a half-written file)."""
+"""Files at the edges: .npz tensors in and out, and atomic writes (never a half-written file,
+never an input overwritten, nothing left behind on an error)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,47 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
             os.unlink(tmp)
 
 
+@contextlib.contextmanager
+def maybe_atomic(path: str | Path | None) -> Iterator[Path | None]:
+    """``atomic_output(path)``, or None (nothing to write) when ``path`` is None."""
+    if path is None:
+        yield None
+        return
+    with atomic_output(path) as tmp:
+        yield tmp
+
+
+def refuse_to_overwrite(targets: list[Path], sources: list[Path | None]) -> None:
+    """The outputs must not replace the files being read (an output folder = the net's own)."""
+    for target in targets:
+        if any(source is not None and target.resolve() == source.resolve()
+               for source in sources):
+            raise OutputError("the output would overwrite an input file", str(target),
+                              "choose another output directory")
+
+
+@contextlib.contextmanager
+def nothing_left_on_error(outdir: Path) -> Iterator[list[Path]]:
+    """Creates ``outdir`` (and missing parents); on an error removes the files written so far
+    (the yielded list) and the directories it created, then re-raises."""
+    created = [p for p in (outdir, *outdir.parents) if not p.exists()]
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the output directory ({exc.strerror})", str(outdir),
+                          "choose a directory that can be created and written") from None
+    written: list[Path] = []
+    try:
+        yield written
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        for folder in created:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
 def _chmod_like_new_file(path: str) -> None:
     """mkstemp makes 0600 files; give the result the mode open() would (0666 minus umask)."""
     umask = os.umask(0)
@@ -52,6 +94,11 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
     with atomic_output(path) as tmp:
         with open(tmp, "wb") as stream:
             np.savez(stream, **arrays)
+
+
+def arrays_from(source: Mapping[str, np.ndarray] | str | Path) -> dict[str, np.ndarray]:
+    """Arrays by name: from a mapping, or read from the .npz file ``source`` names."""
+    return load_npz(source) if isinstance(source, (str, Path)) else dict(source)
 
 
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:
@@ -103,7 +150,7 @@ def _check_npz_headers(data: np.lib.npyio.NpzFile, path: str) -> None:
     if total > max_bytes():
         raise ModelLoadError(f"the arrays need {format_size(total)} (limit "
                              f"{format_size(max_bytes())})", path,
-                             "raise --max-memory or feed smaller arrays")
+                             "raise the memory limit or feed smaller arrays")
 
 
 def _reason(exc: BaseException) -> str:

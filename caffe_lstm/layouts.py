@@ -44,15 +44,16 @@ and ``static_size`` splits them off again on import.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from typing import ClassVar
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from caffe_lstm.errors import CaffeLstmError
-from caffe_lstm.ir.graph import Node
-from caffe_lstm.ops import get_op
+from caffe_lstm.errors import CaffeLstmError, ModelLoadError
+from caffe_lstm.ir.graph import Graph, Node
+from caffe_lstm.ops import get_op, recurrent_spec
 from caffe_lstm.ops.recurrent import CAFFE_GATES, PEEPHOLE_GATES, LstmWeights
 from caffe_lstm.ops.recurrent.cell import ONNX_GATES, ONNX_PEEPHOLES, onnx_lstm_arrays
 
@@ -392,3 +393,64 @@ def import_arrays(layout: type[Layout], arrays: Mapping[str, np.ndarray],
 def zeros_like_layer(node: Node) -> LstmWeights:
     """A template for ``import_arrays``: zeros shaped like the layer's blobs."""
     return layer_weights(node, [np.zeros(value.shape, np.float32) for value in node.weights])
+
+
+# ---- one layer of a net ------------------------------------------------------------------------
+
+
+def has_layouts(node: Node) -> bool:
+    """Whether ``node``'s type has weight layouts (LSTM, the fork's Lstm)."""
+    spec = recurrent_spec(node.op)
+    return spec is not None and spec.has_layouts
+
+
+def layout_layer(graph: Graph, name: str, where: str) -> Node:
+    """The layer of ``graph`` called ``name``, whose type has weight layouts; ``where`` (the
+    net's file) places the error when there is no such layer."""
+    node = graph.node(name)
+    able = [n.name for n in graph.nodes if has_layouts(n)]
+    hint = (f"the LSTM layers of this net: {', '.join(able)}" if able
+            else "this net has no LSTM layer")
+    if node is None:
+        raise CaffeLstmError(f"layer=: the net has no LSTM layer named '{name}'", where, hint)
+    if not has_layouts(node):
+        raise CaffeLstmError("layer= must name an LSTM layer", node.label, hint)
+    return node
+
+
+def layout_named(name: str) -> type[Layout]:
+    """The layout called ``name`` (a key of LAYOUTS), or a one-line error listing them."""
+    if name not in LAYOUTS:
+        raise CaffeLstmError(f"unknown layout '{name}'", "layout=",
+                             f"use one of {', '.join(LAYOUTS)}")
+    return LAYOUTS[name]
+
+
+def export_layer(node: Node, layout: str, weights: str) -> dict[str, np.ndarray]:
+    """``node``'s loaded blobs as the arrays ``layout`` stores, under its own names; the
+    caffemodel ``weights`` is named when it lacks them."""
+    if any(v.data is None for v in node.weights):
+        raise ModelLoadError("the caffemodel has no weights for this layer",
+                             f"{node.label}, weights {weights}",
+                             "check that the weights are those of this net")
+    with at_layer(node):
+        return layout_named(layout).export(layer_weights(node, [v.data for v in node.weights]))
+
+
+def import_layer(node: Node, layout: str, arrays: Mapping[str, np.ndarray],
+                 source: str) -> list[np.ndarray]:
+    """``node``'s blobs, in its file order, from ``arrays`` in ``layout`` (read from
+    ``source``, which places an error beside the layer's name)."""
+    with at_layer(node, source):
+        weights = import_arrays(layout_named(layout), arrays, zeros_like_layer(node))
+    return layer_arrays(node, weights)
+
+
+@contextlib.contextmanager
+def at_layer(node: Node, detail: str = "") -> Iterator[None]:
+    """Gives a LayoutError raised inside the layer's name (and ``detail``) as its ``where``."""
+    try:
+        yield
+    except LayoutError as exc:
+        where = ", ".join(part for part in (node.label, detail) if part)
+        raise LayoutError(exc.what, where, exc.hint) from None

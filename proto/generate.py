@@ -8,7 +8,8 @@ Usage (from anywhere; paths are resolved relative to this file)::
 Needs ``grpcio-tools`` (it bundles ``protoc``; no system protoc is used). The generated module is
 committed, so users only need the ``protobuf`` runtime. The module embeds the protobuf version of
 the bundled protoc and checks at import time that the installed runtime is not older than that
-(and has the same major version), so bump ``grpcio-tools`` and the ``protobuf`` pin together.
+(a runtime of a newer major version loads it too), so bump ``grpcio-tools`` and the ``protobuf``
+pin together.
 """
 
 from __future__ import annotations

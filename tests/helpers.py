@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import subprocess
 import sys
 import sysconfig
@@ -116,11 +117,18 @@ def corpus_deploy_nets() -> list[Path]:
 # ---- running the CLI ----------------------------------------------------------------------------
 
 
-def run_cli(*args: object, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: object, timeout: float = 600, path: Sequence[Path] = ()
+            ) -> subprocess.CompletedProcess[str]:
     """The real command in a subprocess (``python -m caffe_lstm``): exit status and stderr
-    exactly as a user sees them, traceback or not."""
+    exactly as a user sees them, traceback or not. ``path``: folders put on PYTHONPATH (after
+    the project, before what the tests inherited), for plugins installed there."""
+    env = None
+    if path:
+        inherited = os.environ.get("PYTHONPATH", "")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [*map(str, (ROOT, *path)), inherited])))
     return subprocess.run([sys.executable, "-m", "caffe_lstm", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def assert_one_error_line(outcome: Any, needle: str = "") -> str:
@@ -680,6 +688,70 @@ def torch_lstm(x, w_xc, b_c, w_hc, h0=None, c0=None):
     return y.numpy(), h_n[0].numpy(), c_n[0].numpy()
 
 
+# ---- ports of forks' forward loops ------------------------------------------------------------
+# Written from the forks' sources, the references the fork recurrent layers are checked against
+# (float64, one loop per step and stream, as the C++ does).
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def junhyukoh_lstm(x, clip, w_i, w_h, b, batch_size=1):
+    """junhyukoh/caffe-lstm@4df18ac LstmLayer: Reshape (N = batch_size, T = num / N,
+    I = count / num) then Forward_cpu with the per-stream pointers of its GPU code: rows
+    t·N + n of x and of the clip; without a clip cont = (t > 0); the state starts at zero (the
+    carry-over of a previous call is masked by clip_0 = 0). Returns the top (T·N, H)."""
+    num = x.shape[0]
+    steps, inputs = num // batch_size, x.size // num
+    hidden = w_h.shape[1]
+    rows = np.asarray(x, np.float64).reshape(num, inputs)
+    pre_gate = rows @ np.asarray(w_i, np.float64).T + np.asarray(b, np.float64)
+    clip = None if clip is None else np.asarray(clip, np.float64).reshape(num)
+    h_prev, c_prev = np.zeros((batch_size, hidden)), np.zeros((batch_size, hidden))
+    top = np.zeros((num, hidden))
+    for t in range(steps):
+        h_to_gate = h_prev @ np.asarray(w_h, np.float64).T
+        h_next, c_next = np.zeros_like(h_prev), np.zeros_like(c_prev)
+        for n in range(batch_size):
+            row = t * batch_size + n
+            cont = bool(clip[row]) if clip is not None else t > 0
+            gate = pre_gate[row] + (h_to_gate[n] if cont else 0.0)
+            i, f = _sigmoid(gate[:hidden]), _sigmoid(gate[hidden:2 * hidden]) if cont else 0.0
+            o, g = _sigmoid(gate[2 * hidden:3 * hidden]), np.tanh(gate[3 * hidden:])
+            c_next[n] = f * c_prev[n] + i * g      # c(t) = f(t)*c(t-1) + i(t)*g(t)
+            h_next[n] = o * np.tanh(c_next[n])
+            top[row] = h_next[n]
+        h_prev, c_prev = h_next, c_next
+    return top
+
+
+def _apollo_tanh(x):
+    """apollocaffe's tanh: (e^2x − 1) / (e^2x + 1) for |x| < 5, else ±1."""
+    if abs(x) < 5:
+        exp2x = np.exp(2 * x)
+        return (exp2x - 1) / (exp2x + 1)
+    return 1.0 if x > 0 else -1.0
+
+
+def apollocaffe_lstm_unit(x, c_prev, w_input, w_input_gate, w_forget_gate, w_output_gate):
+    """apollocaffe LstmUnitLayer::Forward_cpu: four gemms of x (N, K) with the (1, C, 1, K)
+    blobs, then per element: i, f, o = sigmoid, value = tanh (the fork's), c = c_prev·f + i·v,
+    h = tanh(c)·o. Returns h (N, C), c (N, C)."""
+    num = x.shape[0]
+    x = np.asarray(x, np.float64).reshape(num, -1)
+    cells = np.shape(c_prev)[1]
+    gemm = [x @ np.asarray(w, np.float64).reshape(cells, -1).T
+            for w in (w_input, w_input_gate, w_forget_gate, w_output_gate)]
+    h, c = np.zeros((num, cells)), np.zeros((num, cells))
+    for n in range(num):
+        for k in range(cells):
+            value = _apollo_tanh(gemm[0][n, k])
+            i, f, o = (_sigmoid(gemm[g][n, k]) for g in (1, 2, 3))
+            c[n, k] = c_prev[n][k] * f + i * value
+            h[n, k] = _apollo_tanh(c[n, k]) * o
+    return h, c
+
+
 # ---- the project's own metadata and tools -------------------------------------------------------
 
 
@@ -699,3 +771,23 @@ def script(name: str) -> Path:
     path = Path(sysconfig.get_path("scripts")) / name
     assert path.exists(), f"{name} is not installed beside {path.parent}: pip install -e '.[test]'"
     return path
+
+
+#: The installable plugin package of docs/plugins.md.
+PLUGIN_EXAMPLE = SAMPLES / "plugin_example"
+
+
+def install_example(site: Path) -> Path:
+    """A distribution of the example package in ``site`` (to put on the path): its METADATA and
+    the entry points its pyproject.toml declares, in pip's entry_points.txt format."""
+    project = tomllib.loads((PLUGIN_EXAMPLE / "pyproject.toml").read_text())["project"]
+    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    lines = []
+    for group, entries in project["entry-points"].items():
+        lines.append(f"[{group}]")
+        lines += [f"{name} = {value}" for name, value in entries.items()]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    return site

@@ -168,7 +168,8 @@ CASES = {
         REWRITE, "net.prototxt:5:", "layer 'lstm1' (LSTM) has the unknown field "
         "'recurrent_param.zoneout'", net=NET.replace("num_output: 5", "num_output: 5 zoneout: 1")),
     "recurrent-num-layers": Case(REWRITE, "layer 'lstm1' (LSTM) at", "num_layers is 2",
-                                 net=NET.replace("num_output: 5", "num_output: 5 num_layers: 2")),
+                                 net=NET.replace("num_output: 5",
+                                                 "num_output: 5 num_layers: 2 num_proj: 3")),
     "reader-of-another-stage": Case(REWRITE, "layer 'lstm1' (LSTM) at", "--stage val",
                                     net=TRAIN_NET),
     "reader-shape-not-given": Case(RUN + " --stage val", "layer 'data' (HDF5Data) at",

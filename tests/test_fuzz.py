@@ -46,7 +46,7 @@ from tests.helpers import corpus_files, sample
 FUZZ_MAX_BYTES = 64 << 20
 #: The execute target runs nets whose inputs' leading (time) axis is at most this long.
 FUZZ_MAX_STEPS = 300
-SAMPLE_NAMES = ("seq_classifier", "captioner", "fork_vision")
+SAMPLE_NAMES = ("seq_classifier", "captioner", "fork_vision", "fork_recurrent")
 
 # ---- seeds ----------------------------------------------------------------------------------
 
@@ -425,6 +425,16 @@ def test_fuzz_execute_fork_layer_fields(mutations):
     ends_well(execute, mutate(seed, mutations, FIELD_MUTATIONS))
 
 
+#: The fork recurrent layers' fields (lstm_param's batch_size, lstm_simple_param,
+#: lstm_unit_param, recurrent_param's num_layers and dropout_ratio) and the shapes they read:
+#: numbers and field names of samples/fork_recurrent mutated, then run and rewritten.
+@settings(FUZZ, max_examples=150)
+@given(mutations=ops)
+def test_fuzz_execute_fork_recurrent_fields(mutations):
+    seed = sample("fork_recurrent")[0].read_bytes()
+    ends_well(execute, mutate(seed, mutations, FIELD_MUTATIONS))
+
+
 def test_mutations_change_their_input():
     text = sample("seq_classifier")[0].read_bytes()
     for kind in range(len(TEXT_MUTATIONS)):
@@ -572,3 +582,61 @@ def test_in_place_tops_stay_allowed(tmp_path):
             'layer { name: "b" type: "TanH" bottom: "x" top: "x" }')
     graph = load_net(_write(tmp_path / "net.prototxt", text.encode())).graph
     assert [v.name for v in graph.outputs] == ["x@b"] and len(graph.nodes) == 2  # x is the input
+
+
+# ---- layer types from outside: a plugin's own param message, Caffe's Python layer -------------
+
+PLUGIN_NET = Path(__file__).resolve().parents[1] / "samples" / "plugin_example"
+PYTHON_NET = Path(__file__).resolve().parents[1] / "samples" / "python_layer"
+
+
+@fuzz_target
+def execute_plugin_net(folder: Path, data: bytes) -> None:
+    """Target (e): a net using the SSD Normalize plugin (samples/plugin_example), its
+    ``norm_param`` read through the plugin's declared fields (bool, float, a nested
+    FillerParameter with an enum), run as ``execute`` does. A PluginError would be the sample
+    plugin's bug: the property is stricter than CaffeLstmError here."""
+    from caffe_lstm.ops import PluginError, plugins
+
+    with plugins.isolated():
+        plugins.load_plugins([PLUGIN_NET / "caffe_lstm_ssd_normalize" / "__init__.py"])
+        try:
+            execute.__wrapped__(folder, data)
+        except PluginError as exc:
+            raise AssertionError(f"the sample plugin failed: {exc.line()}") from exc
+
+
+@fuzz_target
+def execute_python_layer_net(folder: Path, data: bytes) -> None:
+    """Target (f): samples/python_layer (an LSTM, then a Caffe Python layer through the pycaffe
+    shim) with ``python_path``, loaded and run from its equations."""
+    graph = load_net(_write(folder / "net.prototxt", data),
+                     python_path=PYTHON_NET / "layers").graph
+    if max((v.shape[0] for v in graph.inputs if v.shape), default=0) > FUZZ_MAX_STEPS:
+        return
+    rng = np.random.default_rng(0)
+    for value in _all_weights(graph):
+        value.data = rng.uniform(-0.5, 0.5, value.shape).astype(np.float32)
+    NumpyExecutor(graph).run(random_feeds(graph, seed=0))
+
+
+@settings(FUZZ, max_examples=150)
+@given(mutations=ops)
+def test_fuzz_plugin_param_messages(mutations):
+    """Numbers, field names and unknown entries of the plugin net mutated (norm_param's fields
+    among them), then loaded and run."""
+    seed = (PLUGIN_NET / "normalize_lstm.prototxt").read_bytes()
+    ends_well(execute_plugin_net, mutate(seed, mutations, FIELD_MUTATIONS + (_insert_unknown,
+                                                                           _flip_text)))
+
+
+@settings(FUZZ, max_examples=100)
+@given(mutations=ops)
+def test_fuzz_python_layer_net(mutations):
+    seed = (PYTHON_NET / "python_layer.prototxt").read_bytes()
+    ends_well(execute_python_layer_net, mutate(seed, mutations, TEXT_MUTATIONS))
+
+
+def test_plugin_and_python_seeds_are_valid():
+    execute_plugin_net((PLUGIN_NET / "normalize_lstm.prototxt").read_bytes())
+    execute_python_layer_net((PYTHON_NET / "python_layer.prototxt").read_bytes())

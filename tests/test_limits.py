@@ -58,7 +58,7 @@ def test_check_memory_message_gives_the_numbers(fc_net):
         check_memory(graph, "fc.prototxt")
     assert info.value.line() == (
         "the net needs 3.83 MiB for its blobs (limit 1 MiB), layer 'fc' (InnerProduct) alone "
-        "3.82 MiB, fc.prototxt, raise --max-memory or reduce the input shapes")
+        "3.82 MiB, fc.prototxt, raise the memory limit or reduce the input shapes")
     with memory_limit(4_012_000):  # exactly the need: allowed
         check_memory(graph, "fc.prototxt")
 

@@ -15,7 +15,7 @@ from caffe_lstm.errors import ShapeError
 from caffe_lstm.frontend.params import to_params
 from caffe_lstm.ops import get_op
 from caffe_lstm.proto import caffe_pb2
-from tests.helpers import make_node, run_op, torch_lstm
+from tests.helpers import make_node, net_with_weights, run_op, torch_lstm
 
 ATOL = 1e-5
 
@@ -258,7 +258,7 @@ def test_rnn_static_expose_hidden_and_reset_match_torch_per_step():
 # ---- 7. the fork type Lstm ------------------------------------------------------------------
 
 
-def _fork_attrs(hidden: int, batch_size: int = 1) -> dict:
+def _fork_attrs(hidden: int, batch_size: int | None = None) -> dict:
     return {"num_output": hidden, "batch_size": batch_size}
 
 
@@ -372,10 +372,11 @@ def _infer_error(op_type, attrs, shapes, n_tops=1, error=ShapeError) -> str:
     ("RNN", _lstm_attrs(2, True), [(5, 3, 4), (5, 3), (1, 3, 3)], 2,
      "h_0 must have shape (1, 3, 2), found (1, 3, 3)"),
     ("Lstm", _fork_attrs(2, 2), [(5, 4)], 1, "N = batch_size = 2"),
-    ("Lstm", _fork_attrs(2, 2), [(6, 4), (5,)], 1, "clip must hold T·N = 6 values, found 5"),
+    ("Lstm", _fork_attrs(2, 2), [(6, 4), (5,)], 1, "clip must hold T·N = 6 values"),
+    ("Lstm", _fork_attrs(2, 2), [(6, 4), (3, 2)], 1, "(num == count), found shape (3, 2)"),
     ("Lstm", _fork_attrs(2), [(6, 2, 4), (12,)], 1, "clip must have shape (6, 2), found (12,)"),
     ("Lstm", _fork_attrs(0), [(6, 2, 4)], 1, "num_output is 0"),
-    ("Lstm", _fork_attrs(2), [(6,)], 1, "x must be (T·N, I)"),
+    ("Lstm", _fork_attrs(2), [(0, 3)], 1, "x must be T·N rows"),
     ("Lstm", _fork_attrs(2), [(6, 2, 4), (6, 2), (6, 2)], 1, "expected 1 or 2 bottoms"),
 ])
 def test_shape_errors_name_the_layer(op_type, attrs, shapes, n_tops, expected):
@@ -397,3 +398,71 @@ def test_rnn_rejects_every_extension_field(field, value, shown):
     attrs = get_op("RNN").parse(None, p)
     message = _infer_error("RNN", attrs, [(5, 3, 4), (5, 3)])
     assert shown in message and "RNN has no cell variants" in message
+
+
+# ---- the one reading of cont ----------------------------------------------------------------
+
+#: cont = 0.5 · (2 · ContinuationIndicator): a constant two computed layers deep, 0 at t = 0.
+DEEP_CONT_NET = """name: "deep_cont"
+input: "x" input_shape { dim: 4 dim: 2 dim: 3 }
+layer { name: "ci" type: "ContinuationIndicator" top: "ci"
+        continuation_indicator_param { time_step: 4 batch_size: 2 } }
+layer { name: "twice" type: "Power" bottom: "ci" top: "twice" power_param { scale: 2 } }
+layer { name: "cont" type: "Power" bottom: "twice" top: "cont" power_param { scale: 0.5 } }
+layer { name: "lstm" type: "LSTM" bottom: "x" bottom: "cont" top: "h"
+        recurrent_param { num_output: 3 } }
+"""
+
+
+def test_a_cont_two_layers_deep_folds_for_all_three_callers(tmp_path):
+    from caffe_lstm.feeds import random_feeds
+    from caffe_lstm.ops.recurrent import read_cont
+    from caffe_lstm.ops.recurrent.native import lstm_refusal
+    from caffe_lstm.passes.expose_state import needs_state_io
+
+    graph = net_with_weights(tmp_path, DEEP_CONT_NET)
+    lstm = next(node for node in graph.nodes if node.op == "LSTM")
+    reading = read_cont(lstm)
+    assert reading.index == 1 and reading.value.name == "cont" and not reading.is_input
+    np.testing.assert_array_equal(reading.constant, [[0, 0], [1, 1], [1, 1], [1, 1]])
+    # --state auto: 0 at t = 0 masks the carried state (one level of folding said "computed")
+    assert needs_state_io(graph) is False
+    # ONNX's operator: exact, the constant cont is 1 after t = 0
+    assert lstm_refusal(lstm) is None
+    # the feeds: only x is an input; the same net with cont fed gets 0-then-1 sequences
+    assert set(random_feeds(graph, 0)) == {"x"}
+
+
+def test_a_fed_cont_is_read_the_same_by_the_three_callers(tmp_path):
+    from caffe_lstm.feeds import random_feeds
+    from caffe_lstm.ops.recurrent.native import lstm_refusal
+    from caffe_lstm.passes.expose_state import needs_state_io
+
+    text = ('input: "x" input_shape { dim: 4 dim: 2 dim: 3 }\n'
+            'input: "c0" input_shape { dim: 4 dim: 2 }\n'
+            'layer { name: "lstm" type: "LSTM" bottom: "x" bottom: "c0" top: "h" '
+            'recurrent_param { num_output: 3 } }\n')
+    graph = net_with_weights(tmp_path, text)
+    lstm = next(node for node in graph.nodes if node.op == "LSTM")
+    feeds = random_feeds(graph, 0)
+    np.testing.assert_array_equal(feeds["c0"], [[0, 0], [1, 1], [1, 1], [1, 1]])
+    assert needs_state_io(graph) is True
+    assert "a net input" in lstm_refusal(lstm)
+
+
+def test_the_cont_question_has_one_answer():
+    """feeds.py, passes/expose_state.py and ops/recurrent/native.py ask ``read_cont``; none
+    of them reads ``cont_bottom`` or folds a constant itself."""
+    import ast
+    from pathlib import Path
+
+    import caffe_lstm
+
+    root = Path(caffe_lstm.__file__).parent
+    for module in ("feeds.py", "passes/expose_state.py", "ops/recurrent/native.py"):
+        tree = ast.parse((root / module).read_text())
+        called = {node.func.id for node in ast.walk(tree)
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+        attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        assert "read_cont" in called, module
+        assert not {"cont_bottom", "numpy"} & attributes, module

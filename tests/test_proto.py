@@ -38,6 +38,8 @@ ADDED_MESSAGES = {
     "SpatialTransformerParameter",
     "RepeatParameter",
     "PSROIPoolingParameter",
+    "LSTMSimpleParameter",
+    "LstmUnitParameter",
     # Our Loop layer (Part D).
     "LoopParameter",
     "LoopState",
@@ -57,6 +59,8 @@ ADDED_FIELDS = {
     ("LayerParameter", "st_param"): 8266741,
     ("LayerParameter", "repeat_param"): 8266742,
     ("LayerParameter", "psroi_pooling_param"): 10001,   # R-FCN's own number
+    ("LayerParameter", "lstm_simple_param"): 8266743,
+    ("LayerParameter", "lstm_unit_param"): 8266744,
     # Our recurrent extension (Part C).
     ("RecurrentParameter", "candidate_activation"): 1001,
     ("RecurrentParameter", "cell_activation"): 1002,
@@ -67,6 +71,7 @@ ADDED_FIELDS = {
     # Fields forks put on RecurrentParameter (Part B, numbers ours).
     ("RecurrentParameter", "num_layers"): 2001,
     ("RecurrentParameter", "engine"): 2002,
+    ("RecurrentParameter", "dropout_ratio"): 2003,
     # Our Loop layer (Part D), written by `caffe-lstm rewrite`.
     ("LayerParameter", "loop_param"): 1100,
 }
@@ -162,11 +167,11 @@ def test_master_counts_match_upstream():
 
 
 def test_total_counts():
-    # Master + additions: 12 fork messages with 37 + 22 fields (Interp 6, SpatialTransformer 11,
-    # Repeat 2, PSROIPooling 3), 2 Loop messages with 6 + 3 fields, 21 added fields, 2 enums
-    # with 5 + 3 values.
-    assert len(FILE.message_type) == 63 + 12 + 2
-    assert sum(len(m.field) for m in FILE.message_type) == 423 + 21 + 37 + 22 + 6 + 3
+    # Master + additions: 14 fork messages with 37 + 22 + 11 fields (Interp 6,
+    # SpatialTransformer 11, Repeat 2, PSROIPooling 3; LSTMSimple 6, LstmUnit 5), 2 Loop
+    # messages with 6 + 3 fields, 24 added fields, 2 enums with 5 + 3 values.
+    assert len(FILE.message_type) == 63 + 14 + 2
+    assert sum(len(m.field) for m in FILE.message_type) == 423 + 24 + 37 + 22 + 11 + 6 + 3
     enums = [e for _, e in _walk_enums()]
     assert len(enums) == 26 + 2
     assert sum(len(e.value) for e in enums) == 111 + 5 + 3
@@ -314,6 +319,11 @@ def test_enums():
         ("RepeatParameter", "axis", 2, "1"),
         ("PSROIPoolingParameter", "spatial_scale", 1, None),
         ("PSROIPoolingParameter", "group_size", 3, None),
+        ("LSTMSimpleParameter", "num_output", 1, None),
+        ("LSTMSimpleParameter", "batch_size", 5, "1"),
+        ("LSTMSimpleParameter", "enable_clockwork_forgetgate_bias", 6, "false"),
+        ("LstmUnitParameter", "num_cells", 1, None),   # apollocaffe's numbers
+        ("LstmUnitParameter", "output_gate_weight_filler", 5, None),
     ],
 )
 def test_fork_message_field(message, name, number, default):
@@ -343,6 +353,8 @@ def test_fork_layer_fields_use_their_messages():
         "st_param": "SpatialTransformerParameter",
         "repeat_param": "RepeatParameter",
         "psroi_pooling_param": "PSROIPoolingParameter",
+        "lstm_simple_param": "LSTMSimpleParameter",
+        "lstm_unit_param": "LstmUnitParameter",
     }
     for name, message in expected.items():
         assert field("LayerParameter", name).type_name == f".caffe.{message}", name

@@ -161,7 +161,7 @@ def test_unknown_field_on_a_converted_lstm_is_one_error_line(tmp_path, layer, fi
     assert "\n" not in line
     assert f"layer '{field}' (LSTM) has {found}" in line
     assert f"net.prototxt:{line_of(text, found.split(chr(39))[1].split('.')[-1])}:" in line
-    assert "remove it if it only tunes training" in line and "--outputs" in line
+    assert "remove it if it only tunes training" in line and "outputs=[NAME, ...]" in line
 
 
 def test_unknown_field_and_enum_value_on_a_convolution(tmp_path, invoke):
@@ -332,9 +332,9 @@ def test_shape_option_for_a_data_layer_and_its_errors(tmp_path, invoke):
     path = write(tmp_path, text)
     assert caffe_lstm.load(path).inputs == {"img": (2, 3, 4, 4)}
     assert caffe_lstm.load(path, shapes={"img": (5, 1, 6, 6)}).outputs == {"c": (5, 2, 4, 4)}
-    with pytest.raises(ShapeError, match="--shape names 'label', which is not a net input"):
+    with pytest.raises(ShapeError, match="shapes= names 'label', which is not a net input"):
         caffe_lstm.load(path, shapes={"label": (2,)})
-    with pytest.raises(ShapeError, match=r"--shape img has 2 dims, the input has 4"):
+    with pytest.raises(ShapeError, match=r"shapes\['img'\] has 2 dims, the input has 4"):
         caffe_lstm.load(path, shapes={"img": (2, 3)})
     result = invoke("inspect", path, "--shape", "img:1x3x5x5")
     assert result.exit_code == 0 and "c  (1, 2, 3, 3)" in result.stdout
@@ -346,7 +346,7 @@ def test_a_stage_gated_reader_names_the_stage(tmp_path):
     with pytest.raises(CaffeLstmError) as info:
         caffe_lstm.load(write(tmp_path, text))
     assert "produced only by layer 'data' (HDF5Data)" in info.value.what
-    assert info.value.hint == "select it with --stage val"
+    assert info.value.hint == "select it with stages=['val']"
     assert caffe_lstm.load(write(tmp_path, text), stages=["val"], shapes=SHAPES).outputs
 
 

@@ -121,7 +121,7 @@ def check_memory(graph: Graph, where: str = "") -> None:
     what = f"the net needs {format_size(total)} for its blobs (limit {format_size(limit)})"
     if node is not None:
         what += f", {layer_where(node.name, node.op)} alone {format_size(largest)}"
-    raise ShapeError(what, where, "raise --max-memory or reduce the input shapes")
+    raise ShapeError(what, where, "raise the memory limit or reduce the input shapes")
 
 
 def _blob_bytes(graph: Graph) -> tuple[int, Node | None, int]:

@@ -8,8 +8,6 @@ holding a subgraph (a Loop) gets the walker as ``ctx`` and shapes its body throu
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-
 from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import CaffeLstmError, ShapeError
 from caffe_lstm.ir.graph import Graph, Node, Shape, Value
@@ -56,28 +54,6 @@ class ShapeInference:
             value.shape = tuple(shape)
         self.walk(graph)
         return [value.shape for value in graph.outputs]
-
-
-def shape_at_profile_sizes(graph: Graph, profiles: Mapping[str, Sequence[Sequence[int]]]
-                           ) -> Iterator[str]:
-    """Shapes ``graph`` at the MIN, the MAX and then the OPT sizes of ``profiles`` (input name
-    -> (min, opt, max)), yielding "MIN", "MAX", "OPT" after each; the graph is left at OPT.
-
-    Raises:
-        ShapeError: a layer refuses one of the sizes (e.g. weights fix a feature dim); the
-            message says which.
-    """
-    for index, which in ((0, "MIN"), (2, "MAX"), (1, "OPT")):
-        for value in graph.inputs:
-            if value.name in profiles:
-                value.shape = tuple(profiles[value.name][index])
-        try:
-            infer_shapes(graph)
-        except ShapeError as exc:
-            raise ShapeError(f"at the --shape {which} sizes: {exc.what}", exc.where,
-                             "keep dims that the layers or weights fix out of --shape ranges"
-                             ) from None
-        yield which
 
 
 def _check_input_shape(value: Value) -> None:

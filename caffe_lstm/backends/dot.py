@@ -271,7 +271,7 @@ def graphviz_program() -> str:
     program = shutil.which("dot")
     if program is None:
         raise GraphvizUnavailableError(
-            "--svg needs Graphviz's `dot` program, which is not on PATH", "",
+            "rendering SVG needs Graphviz's `dot` program, which is not on PATH", "",
             "install Graphviz (apt-get install graphviz, or brew install graphviz) "
-            "or leave out --svg")
+            "or do not render SVG")
     return program

@@ -84,6 +84,6 @@ def _weight(node: Node, value: Value) -> np.ndarray:
         raise ModelLoadError(
             f"no weights for blob '{value.name}' {value.shape}",
             node.label,
-            "pass the trained weights with -w/--weights W.caffemodel",
+            "pass the trained weights as weights=W.caffemodel",
         )
     return value.data

@@ -3,70 +3,23 @@ and printing; its contract is docs/cli.md."""
 
 from __future__ import annotations
 
-import click
+from caffe_lstm.cli.group import UserError, cli
 
-from caffe_lstm.analysis.limits import ENV_VAR, memory_limit, parse_size
-from caffe_lstm.cli.options import GlobalOptions
-from caffe_lstm.errors import CaffeLstmError
+# Each import registers one command on `cli`.
+from caffe_lstm.cli import inspect as _inspect  # noqa: F401
+from caffe_lstm.cli import run as _run  # noqa: F401
+from caffe_lstm.cli import verify as _verify  # noqa: F401
+from caffe_lstm.cli import dot as _dot  # noqa: F401
+from caffe_lstm.cli import rewrite as _rewrite  # noqa: F401
+from caffe_lstm.cli import convert as _convert  # noqa: F401
+from caffe_lstm.cli import export as _export  # noqa: F401
+from caffe_lstm.cli import weights as _weights  # noqa: F401
+from caffe_lstm.cli import triton as _triton  # noqa: F401
+from caffe_lstm.cli import serve as _serve  # noqa: F401
 
-
-class UserError(click.ClickException):
-    """A CaffeLstmError on its way out: one ``error:`` line on stderr, exit status 1."""
-
-    exit_code = 1
-
-    def show(self, file=None) -> None:
-        click.echo(f"error: {self.message}", err=True, file=file)
-
-
-class _Group(click.Group):
-    """Turns the library's user errors into UserError unless --debug asks for the traceback."""
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except CaffeLstmError as exc:
-            if isinstance(ctx.obj, GlobalOptions) and ctx.obj.debug:
-                raise
-            raise UserError(exc.line()) from None
-
-
-def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    try:
-        return None if value is None else parse_size(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", count=True, help="More detail (repeatable).")
-@click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
-@click.option("--debug", is_flag=True, help="Show the traceback of errors.")
-@click.option("--max-memory", metavar="SIZE", callback=_size,
-              help=f"Refuse nets whose blobs need more than SIZE, e.g. 4G or 512M "
-                   f"(default: ${ENV_VAR}, else 8G).")
-@click.version_option(package_name="caffe-lstm")
-@click.pass_context
-def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool,
-        max_memory: int | None) -> None:
-    """Take Caffe nets with LSTM/RNN layers to TensorRT and ONNX: inspect, run, rewrite,
-    convert, export."""
-    ctx.obj = GlobalOptions(verbose=verbose, quiet=quiet, debug=debug)
-    if max_memory is not None:
-        ctx.with_resource(memory_limit(max_memory))  # for this command only
+__all__ = ["UserError", "cli", "main"]
 
 
 def main() -> None:
     """Console entry point."""
     cli(prog_name="caffe-lstm")
-
-
-# Each import registers one command on `cli`.
-from caffe_lstm.cli import inspect as _inspect  # noqa: E402,F401
-from caffe_lstm.cli import run as _run  # noqa: E402,F401
-from caffe_lstm.cli import verify as _verify  # noqa: E402,F401
-from caffe_lstm.cli import dot as _dot  # noqa: E402,F401
-from caffe_lstm.cli import rewrite as _rewrite  # noqa: E402,F401
-from caffe_lstm.cli import convert as _convert  # noqa: E402,F401
-from caffe_lstm.cli import export as _export  # noqa: E402,F401
-from caffe_lstm.cli import weights as _weights  # noqa: E402,F401

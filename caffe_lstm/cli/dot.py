@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from caffe_lstm import api
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
                                     selection_options, weights_option)
+from caffe_lstm.cli.requires import require_graphviz, write_dot_file
 
 
 @cli.command()
@@ -33,12 +33,12 @@ def dot(options: GlobalOptions, net: Path, weights: Path | None, outputs: str, p
     """
     svg_path = _svg_path(output) if svg else None
     if svg_path is not None:
-        api.require_graphviz()  # fail before any work when Graphviz is missing
+        require_graphviz()  # fail before any work when Graphviz is missing
     text = load(net, weights, outputs, phase, stages).to_dot(original=original)
     if output is None:
         click.echo(text, nl=False)
         return
-    api.write_dot_file(text, output, svg_path)
+    write_dot_file(text, output, svg_path)
     options.say(f"wrote {output}")
     if svg_path is not None:
         options.say(f"wrote {svg_path}")

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from caffe_lstm.cli import cli
-from caffe_lstm.cli.convert import shapes_option
-from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
-                                    selection_options, weights_option)
+from caffe_lstm.cli.group import cli
+from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, net_argument,
+                                    opset_option, pass_options, selection_options, state_option,
+                                    weights_option)
+from caffe_lstm.options import LstmOp, State
 
 
 @cli.command()
@@ -19,21 +20,11 @@ from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_opti
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The .onnx file to write (initializers of 2 GiB or more go to "
                    "OUTPUT.data beside it).")
-@click.option("--opset", type=int, default=17, show_default=True,
-              help="The ONNX opset to write, 13 to 21.")
-@shapes_option("Make the dims of an input that vary symbolic (dim_params), e.g. "
-               "data:1x1x64:20x1x64:400x1x64 (repeatable).")
-@click.option("--state", "recurrent_state", type=click.Choice(["auto", "zero", "io"]),
-              default="auto", show_default=True,
-              help="io: recurrent state as inputs <layer>/h_0, c_0 and outputs <layer>/h_T, c_T; "
-                   "zero: each call starts from zero; auto: io when a cont input could be 1 at "
-                   "t=0.")
-@click.option("--lstm-op", "lstm_op", type=click.Choice(["scan", "native"]), default="scan",
-              show_default=True,
-              help="scan: each recurrent layer one Scan (any cont, every variant); native: "
-                   "ONNX's own LSTM/RNN operator, and an error for a layer it would compute "
-                   "differently (a cont input, x_static, CLIPPED_RELU, cell_clip, num_proj).")
-@selection_options
+@opset_option("The ONNX opset to write")
+@state_option(*State, default=State.AUTO)
+@choice_option("--lstm-op", "lstm_op", members=list(LstmOp), default=LstmOp.SCAN)
+@selection_options(ranges="Make the dims of an input that vary symbolic (dim_params), e.g. "
+                          "data:1x1x64:20x1x64:400x1x64 (repeatable).")
 @pass_options
 def export(options: GlobalOptions, net: Path, weights: Path, output: Path, opset: int,
            shapes: dict, recurrent_state: str, lstm_op: str, outputs: str, phase: str,

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
                                     selection_options, weights_option)
+from caffe_lstm.ops.plugins import listed_plugins
 
 
 @cli.command()
@@ -26,16 +27,37 @@ def inspect(options: GlobalOptions, net: Path, weights: Path | None, outputs: st
 
     Recurrent layers are listed as the ones the rewrite expands. Shapes that a data layer
     leaves open show as ?; fields the schema does not know are listed with -v and in --json.
+    The plugins loaded (given with --plugin, or installed) are listed with the types they
+    define.
     """
     # Shapes a data layer leaves open are shown as unknown; the rewrite needs them all.
     loaded = load(net, weights, outputs, phase, stages, allow_unknown_shapes=not rewritten)
     summary = loaded.summary(rewritten=rewritten)
+    plugins = listed_plugins()
     if as_json:
         summary["notes"] = list(loaded.notes)
         summary["unknown"] = [skipped.as_dict() for skipped in loaded.unknown_fields]
+        summary["plugins"] = [plugin.as_dict() for plugin in plugins]
         click.echo(json.dumps(summary, indent=2))
         return
-    click.echo("\n".join(_text(summary, loaded.missing_weights, weights is not None)))
+    click.echo("\n".join(_text(summary, loaded.missing_weights, weights is not None)
+                         + _plugin_lines(plugins)))
+
+
+def _plugin_lines(plugins: list) -> list[str]:
+    """``plugins:`` and one line per plugin with the types it defines (none: no lines)."""
+    if not plugins:
+        return []
+    lines = ["plugins:"]
+    for plugin in plugins:
+        if plugin.error:
+            lines.append(f"  {plugin.label}: not loaded: {plugin.error}")
+            continue
+        replaced = f" (replacing the built-in {', '.join(plugin.overrides)})" \
+            if plugin.overrides else ""
+        lines.append(f"  {plugin.label}: {', '.join(plugin.types)}{replaced}"
+                     f"  [{plugin.path or plugin.module}]")
+    return lines
 
 
 def _text(summary: dict, missing: list[str], have_weights: bool) -> list[str]:

@@ -1,14 +1,18 @@
-"""Options shared by several commands, as decorators."""
+"""Options shared by several commands, as decorators: each option defined once, its choices,
+default and help text made from ``caffe_lstm.options`` where the API shares the mode."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import click
 
 from caffe_lstm import api
+from caffe_lstm.options import (DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Choice, Profile, Runtime,
+                                State, describe)
 
 
 @dataclass
@@ -69,41 +73,126 @@ def remember_static_shapes(ctx: click.Context, shapes: dict[str, tuple[int, ...]
     ctx.meta.setdefault(STATIC_SHAPES, {}).update(shapes)
 
 
+def parse_shape(text: str) -> tuple[str, Profile]:
+    """``data:1x1x64:20x1x64:400x1x64`` -> ("data", (min, opt, max)); names may hold ':'."""
+    parts = text.split(":")
+    if len(parts) < 4:
+        raise click.BadParameter(
+            f"'{text}' is not NAME:MIN:OPT:MAX (e.g. data:1x2x8:12x2x8:64x2x8)")
+    name = ":".join(parts[:-3])
+    try:
+        low, opt, high = (tuple(int(d) for d in part.split("x")) for part in parts[-3:])
+    except ValueError:
+        raise click.BadParameter(f"'{text}': dims are integers joined by 'x'") from None
+    if not len(low) == len(opt) == len(high) or min(low + opt + high) < 1:
+        raise click.BadParameter(f"'{text}': MIN, OPT and MAX need the same rank and dims >= 1")
+    if not all(a <= b <= c for a, b, c in zip(low, opt, high)):
+        raise click.BadParameter(f"'{text}': each dim needs MIN <= OPT <= MAX")
+    return name, Profile(low, opt, high)
+
+
+_DIMS = re.compile(r"-?\d+(x-?\d+)*")
+
+
+def _is_range(text: str) -> bool:
+    """Whether ``text`` ends in three dims fields (NAME:MIN:OPT:MAX), not one (NAME:DIMS)."""
+    parts = text.split(":")
+    return len(parts) >= 4 and all(_DIMS.fullmatch(part) for part in parts[-3:])
+
+
 def _static_shapes(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> None:
     remember_static_shapes(ctx, dict(parse_static_shape(value) for value in values))
 
 
-def shape_option(func: Callable) -> Callable:
+def _shapes_and_ranges(ctx: click.Context, param: click.Parameter,
+                       values: tuple[str, ...]) -> dict[str, Profile]:
+    """The ranges as {name: (min, opt, max)}; NAME:DIMS shapes go to ``load`` (static)."""
+    remember_static_shapes(ctx, dict(parse_static_shape(value) for value in values
+                                     if not _is_range(value)))
+    return dict(parse_shape(value) for value in values if _is_range(value))
+
+
+def shape_option(ranges: str | None = None) -> Callable:
     """--shape NAME:DIMS (repeatable): the shape of a net input, e.g. one a data layer leaves
-    open; handed to ``load`` through the context, not as an argument."""
+    open; handed to ``load`` through the context, not as an argument. With ``ranges`` (their
+    help text) it also takes NAME:MIN:OPT:MAX ranges, given to the command as ``shapes``."""
     return click.option(
-        "--shape", "static_shapes", multiple=True, expose_value=False, callback=_static_shapes,
-        metavar="NAME:DIMS",
-        help="Shape a net input, e.g. data:10x3x227x227: one a data layer leaves open, or "
-             "another shape than the prototxt's (repeatable).")(func)
+        "--shape", "shapes" if ranges else "static_shapes", multiple=True,
+        expose_value=ranges is not None, callback=_shapes_and_ranges if ranges else _static_shapes,
+        metavar="NAME:MIN:OPT:MAX|NAME:DIMS" if ranges else "NAME:DIMS",
+        help=(ranges + " NAME:DIMS gives a static shape, e.g. one a data layer leaves open."
+              if ranges else "Shape a net input, e.g. data:10x3x227x227: one a data layer "
+              "leaves open, or another shape than the prototxt's (repeatable)."))
 
 
-def selection_options(func: Callable) -> Callable:
-    """--outputs, --phase, --stage and --shape: which part of the net to load, and how."""
-    func = shape_option(func)
-    func = click.option("--stage", "stages", multiple=True, metavar="NAME",
-                        help="Select layers by their include/exclude stage rules "
-                             "(repeatable).")(func)
-    func = click.option("--phase", type=click.Choice(["TEST", "TRAIN"]), default="TEST",
-                        show_default=True, help="Select layers by their phase rules.")(func)
-    func = click.option("--outputs", metavar="NAME[,NAME...]", default="",
-                        help="Make these blobs the outputs; drop layers not needed for them.")(func)
-    return func
+#: Where --plugin and --python-path leave their values for ``load`` (as STATIC_SHAPES).
+PLUGINS, PYTHON_PATH = "caffe_lstm.plugins", "caffe_lstm.python_path"
 
 
-def state_option(func: Callable) -> Callable:
-    """--state zero|io: Caffe's state carry-over between Forward calls as inputs/outputs."""
+def _remember(key: str) -> Callable:
+    def callback(ctx: click.Context, param: click.Parameter, value) -> None:
+        if value:
+            ctx.meta[key] = value
+    return callback
+
+
+def plugin_options(func: Callable) -> Callable:
+    """--plugin FILE.py|MODULE (repeatable) and --python-path DIR, handed to ``load`` through
+    the context (docs/plugins.md)."""
+    func = click.option(
+        "--python-path", type=click.Path(exists=True, file_okay=False, path_type=Path),
+        expose_value=False, callback=_remember(PYTHON_PATH), metavar="DIR",
+        help="Import the modules of Caffe Python layers from DIR (Caffe's PYTHONPATH) and run "
+             "them with numpy.")(func)
     return click.option(
-        "--state", "recurrent_state", type=click.Choice(["zero", "io"]), default="zero",
-        show_default=True,
-        help="io: recurrent state as inputs <layer>/h_0, c_0 (zeros unless given) and outputs "
-             "<layer>/h_T, c_T, to carry it between calls as Caffe does; zero: start from zero.",
-    )(func)
+        "--plugin", "plugins", multiple=True, expose_value=False, callback=_remember(PLUGINS),
+        metavar="FILE.py|MODULE",
+        help="Load layer types written outside caffe-lstm from a .py file or a module "
+             "(repeatable; docs/plugins.md).")(func)
+
+
+def selection_options(func: Callable | None = None, *, ranges: str | None = None) -> Callable:
+    """--outputs, --phase, --stage and --shape: which part of the net to load, and how
+    (``ranges``: --shape also takes NAME:MIN:OPT:MAX, see ``shape_option``). Used bare
+    (``@selection_options``) or called (``@selection_options(ranges=...)``)."""
+    def decorate(func: Callable) -> Callable:
+        func = plugin_options(func)  # --plugin, --python-path: layer types from outside
+        func = shape_option(ranges)(func)
+        func = click.option("--stage", "stages", multiple=True, metavar="NAME",
+                            help="Select layers by their include/exclude stage rules "
+                                 "(repeatable).")(func)
+        func = click.option("--phase", type=click.Choice(["TEST", "TRAIN"]), default="TEST",
+                            show_default=True, help="Select layers by their phase rules.")(func)
+        return click.option("--outputs", metavar="NAME[,NAME...]", default="",
+                            help="Make these blobs the outputs; drop layers not needed for "
+                                 "them.")(func)
+    return decorate if func is None else decorate(func)
+
+
+def choice_option(*decls: str, members: Sequence[Choice], default: Choice,
+                  lead: str = "") -> Callable:
+    """An option choosing one of ``members`` (values as the choices, ``default``'s value as the
+    default); the help is ``lead`` then each member's own help."""
+    help_text = " ".join(part for part in (lead, describe(members)) if part)
+    return click.option(*decls, type=click.Choice([m.value for m in members]),
+                        default=default.value, show_default=True,
+                        help=help_text + ("." if describe(members) else ""))
+
+
+def state_option(*members: State, default: State) -> Callable:
+    """--state: Caffe's state carry-over between Forward calls (as inputs/outputs or not)."""
+    return choice_option("--state", "recurrent_state", members=members, default=default)
+
+
+def runtime_option(lead: str) -> Callable:
+    """--runtime: the TensorRT runtime, ``lead`` saying what for."""
+    return choice_option("--runtime", members=list(Runtime), default=Runtime.AUTO, lead=lead)
+
+
+def opset_option(lead: str) -> Callable:
+    """--opset: the ONNX opset (``lead`` says of which model)."""
+    return click.option("--opset", type=int, default=DEFAULT_OPSET, show_default=True,
+                        help=f"{lead} ({MIN_OPSET} to {MAX_OPSET}).")
 
 
 def input_options(func: Callable) -> Callable:
@@ -123,8 +212,10 @@ def load(net: Path, weights: Path | None, outputs: str, phase: str,
     names = [name.strip() for name in outputs.split(",") if name.strip()]
     ctx = click.get_current_context(silent=True)
     shapes = ctx.meta.get(STATIC_SHAPES, {}) if ctx is not None else {}
+    meta = ctx.meta if ctx is not None else {}
     loaded = api.load(net, weights, outputs=names, phase=phase, stages=stages, shapes=shapes,
-                      allow_unknown_shapes=allow_unknown_shapes)
+                      allow_unknown_shapes=allow_unknown_shapes,
+                      plugins=meta.get(PLUGINS, ()), python_path=meta.get(PYTHON_PATH))
     options = ctx.find_object(GlobalOptions) if ctx is not None else None
     _report(loaded, options or GlobalOptions(), str(net))
     return loaded

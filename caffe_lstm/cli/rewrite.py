@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
                                     selection_options, weights_option)
 

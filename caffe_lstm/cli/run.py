@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 import numpy as np
 
-from caffe_lstm import api
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
-                                    pass_options, selection_options, state_option,
-                                    weights_option)
+                                    pass_options, runtime_option, selection_options,
+                                    state_option, weights_option)
+from caffe_lstm.cli.requires import require_onnxruntime
 from caffe_lstm.files import save_npz
+from caffe_lstm.options import State
 
 
 @cli.command()
@@ -20,7 +21,7 @@ from caffe_lstm.files import save_npz
 @weights_option(required=True)
 @selection_options
 @input_options
-@state_option
+@state_option(State.ZERO, State.IO, default=State.ZERO)
 @click.option("--original", is_flag=True,
               help="Execute recurrent layers from their equations instead of the rewritten graph.")
 @click.option("--backend", type=click.Choice(["numpy", "tensorrt", "onnxruntime"]),
@@ -32,8 +33,7 @@ from caffe_lstm.files import save_npz
 @click.option("--onnx", "onnx_model", type=click.Path(exists=True, dir_okay=False,
                                                       path_type=Path),
               help="The ONNX model for --backend onnxruntime (from `caffe-lstm export`).")
-@click.option("--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]),
-              default="auto", show_default=True, help="The runtime the engine was built for.")
+@runtime_option("The runtime the engine was built for;")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every net output to this .npz.")
 @pass_options
@@ -51,7 +51,7 @@ def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: s
     if onnx_model is not None and backend != "onnxruntime":
         raise click.UsageError("--onnx goes with --backend onnxruntime")
     if backend == "onnxruntime":
-        api.require_onnxruntime()  # a missing onnxruntime fails before the net is read
+        require_onnxruntime()  # a missing onnxruntime fails before the net is read
     loaded = load(net, weights, outputs, phase, stages)
     if backend == "tensorrt":
         results = loaded.run_engine(engine, inputs_path, seed=seed, state=recurrent_state,

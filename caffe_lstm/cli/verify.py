@@ -7,9 +7,11 @@ from pathlib import Path
 
 import click
 
-from caffe_lstm.cli import cli
+from caffe_lstm.cli.words import as_cli
+from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
-                                    pass_options, selection_options, weights_option)
+                                    pass_options, runtime_option, selection_options,
+                                    weights_option)
 from caffe_lstm.compare import Comparison
 from caffe_lstm.errors import VerificationError
 
@@ -22,8 +24,7 @@ from caffe_lstm.errors import VerificationError
 @click.option("--engine", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also run this engine (needs a GPU; without one the TensorRT network is "
                    "checked on the CPU instead).")
-@click.option("--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]),
-              default="auto", show_default=True, help="The TensorRT runtime to use.")
+@runtime_option("The TensorRT runtime to use;")
 @click.option("--fp16", is_flag=True, help="Check the TensorRT network emitted in float16.")
 @click.option("--trt/--no-trt", "with_trt", default=True, show_default=True,
               help="Check the emitted TensorRT network on the CPU when TensorRT is installed.")
@@ -48,7 +49,7 @@ def verify(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase
         inputs_path, seed=seed, engine=engine, runtime=runtime, fp16=fp16, tensorrt=with_trt,
         atol=atol, rtol=rtol, onnxruntime=with_onnxruntime)
     for note in report.notes:
-        options.say(note)
+        options.say(as_cli(note))
     for title, rows in report.results:
         options.say(f"original equations vs {title}")
         for line in _table(rows):

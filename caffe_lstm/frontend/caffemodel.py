@@ -34,7 +34,7 @@ from caffe_lstm.errors import ModelLoadError
 
 __all__ = ["Blob", "LayerBlobs", "read_caffemodel"]
 
-_HINT = "re-download the file or check that -w points at a binary .caffemodel"
+_HINT = "re-download the file or check that weights= points at a binary .caffemodel"
 
 # Field numbers from BVLC caffe.proto. Only these are decoded; everything else is skipped.
 _NET_LAYER, _NET_LAYERS = 100, 2  # LayerParameter (new style), V1LayerParameter (legacy)
@@ -147,7 +147,7 @@ def _map_file(path: str | Path) -> mmap.mmap:
         raise ModelLoadError(
             f"cannot read caffemodel: {reason}",
             str(path),
-            "check that -w names an existing, readable binary .caffemodel",
+            "check that weights= names an existing, readable binary .caffemodel",
         ) from None
 
 

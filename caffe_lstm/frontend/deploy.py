@@ -219,13 +219,13 @@ def _image_shape(layer: LayerParameter) -> tuple[int, Shape | None]:
 
 
 def _apply_shapes(view: DeployView, shapes: Mapping[str, Sequence[int]], file: str) -> None:
-    """``--shape`` for the Input layers' tops: replaces their shape (checked for rank)."""
+    """``shapes`` for the Input layers' tops: replaces their shape (checked for rank)."""
     inputs = [(index, source) for index, source in enumerate(view.layers)
               if source.layer.type in INPUT_TYPES]
     names = [top for _, source in inputs for top in source.layer.top]
     unknown = [name for name in shapes if name not in names]
     if unknown:
-        raise ShapeError(f"--shape names '{unknown[0]}', which is not a net input", "--shape",
+        raise ShapeError(f"shapes= names '{unknown[0]}', which is not a net input", "shapes=",
                          f"the net inputs are {', '.join(names)}" if names
                          else "the net has no inputs")
     for index, source in inputs:
@@ -238,8 +238,8 @@ def _apply_shapes(view: DeployView, shapes: Mapping[str, Sequence[int]], file: s
         for top, shape in zip(source.layer.top, current):
             given = shapes.get(top)
             if given is not None and shape is not None and len(given) != len(shape):
-                raise ShapeError(f"--shape {top} has {len(given)} dims, the input has "
-                                 f"{len(shape)} {tuple(shape)}", "--shape",
+                raise ShapeError(f"shapes[{top!r}] has {len(given)} dims, the input has "
+                                 f"{len(shape)} {tuple(shape)}", "shapes=",
                                  "give one dim per axis")
             updated.append(tuple(int(d) for d in given) if given is not None else shape)
             if given is not None:

@@ -1,32 +1,16 @@
-"""The fillers a prototxt gives its layers' blobs (``weight_filler``, ``bias_filler``,
-``filler``), for synthetic weights that follow the net's own initialisation."""
+"""The fillers a layer's param message gives its blobs (``weight_filler``, ``bias_filler``,
+``filler``), format-free, for synthetic weights that follow the net's own initialisation."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from caffe_lstm.frontend.params import Params, to_params
-from caffe_lstm.frontend.prototxt import read_prototxt
-from caffe_lstm.frontend.upgrade import upgrade_net
 from caffe_lstm.ops import get_op
 from caffe_lstm.proto import caffe_pb2
 
 
-def layer_fillers(prototxt: str | Path) -> dict[str, dict[str, Params | None]]:
-    """Layer name -> every FillerParameter field of the layer's param message -> the filler
-    the prototxt gives there (None where it gives none), for the layers whose param message
-    has such fields (V1 layers upgraded first)."""
-    read = read_prototxt(prototxt)
-    _, layers = upgrade_net(read.net, read.layers, str(prototxt))
-    found: dict[str, dict[str, Params | None]] = {}
-    for source in layers:
-        fields = _filler_fields(source.layer)
-        if fields:
-            found.setdefault(source.layer.name, fields)
-    return found
-
-
-def _filler_fields(layer) -> dict[str, Params | None]:
+def filler_fields(layer: caffe_pb2.LayerParameter) -> dict[str, Params | None]:
+    """Every singular FillerParameter field of the layer's param message -> the filler the
+    prototxt gives there (None where it gives none); empty for a layer without such fields."""
     op = get_op(layer.type)
     if op is None or op.param is None or not hasattr(layer, op.param):
         return {}

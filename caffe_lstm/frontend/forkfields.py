@@ -4,8 +4,8 @@ with the way out where it selects math that is not implemented.
 
 - ``recurrent_param.engine``: which implementation (Caffe, cuDNN) runs the same math: any value
   converts.
-- ``recurrent_param.num_layers``: 1 is a plain layer; more is a stack of layers inside one
-  layer, whose blob layout caffe-lstm does not implement: refused.
+- ``recurrent_param.num_layers``: read by the recurrent ops (a stack of LSTM levels,
+  ops/recurrent/rules.py ``check_stack``).
 - ``continuation_indicator_param.axis``: 0 is the layer's own time-major (T, N) top; another
   axis is refused with the plugin route: no public source of a fork says what it selects
   (searched: BVLC-derived forks, warpctc-caffe, crnn.caffe; jolibrain's ncnn port of the layer
@@ -30,12 +30,6 @@ def check_fork_fields(layers: Sequence[SourceLayer], file: str) -> None:
         layer = source.layer
         where = f"{layer_where(layer.name, layer.type)} at {file}:{source.line}" if source.line \
             else layer_where(layer.name, layer.type)
-        if layer.HasField("recurrent_param") and layer.recurrent_param.num_layers > 1:
-            raise UnsupportedLayerError(
-                f"recurrent_param.num_layers is {layer.recurrent_param.num_layers}: a stack of "
-                "recurrent layers in one layer is not implemented", where,
-                "write the stack as one layer per level (num_layers 1, each with its own "
-                "blobs), or cut the layer off with --outputs")
         indicator = layer.continuation_indicator_param
         if layer.HasField("continuation_indicator_param") and indicator.axis != 0:
             raise UnsupportedLayerError(
@@ -43,5 +37,4 @@ def check_fork_fields(layers: Sequence[SourceLayer], file: str) -> None:
                 "the fork that writes this field says what it selects (jolibrain's ncnn port "
                 "reads it and ignores it); only axis 0, the time-major (time_step, batch_size) "
                 "top, is implemented", where,
-                "drop the field, or implement the fork's layer as a plugin (--plugin, "
-                "docs/plugins.md)")
+                "drop the field, or implement the fork's layer as a plugin (docs/plugins.md)")

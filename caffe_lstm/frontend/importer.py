@@ -17,16 +17,22 @@ from collections.abc import Sequence
 from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import CaffeLstmError, GraphError, UnsupportedLayerError, layer_where
 from caffe_lstm.frontend.params import to_params
+from caffe_lstm.frontend.plugin_params import has_own_message, plugin_params
 from caffe_lstm.frontend.upgrade import SourceLayer
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops import get_op
+from caffe_lstm.ops.plugins import DOC, load_installed_plugins
+from caffe_lstm.ops.python_layer import Python
+
+#: Caffe's Python layer type, run only when the API is given ``python_path``.
+PYTHON = Python.type
 
 #: Layer types that produce the net's inputs instead of becoming nodes.
 INPUT_TYPES = ("Input",)
 
 
 def import_layers(layers: Sequence[SourceLayer], file: str, outputs: Sequence[str] = (),
-                  name: str = "") -> Graph:
+                  name: str = "", python_layers: bool = False) -> Graph:
     """Builds the graph of ``layers``.
 
     Args:
@@ -35,13 +41,15 @@ def import_layers(layers: Sequence[SourceLayer], file: str, outputs: Sequence[st
         outputs: blob names that become the net outputs; layers not needed for them are dropped.
             Empty: the tops no layer consumes.
         name: the net's name.
+        python_layers: Caffe ``Python`` layers are run (the API was given ``python_path``);
+            otherwise they are unsupported types.
 
     Raises:
         UnsupportedLayerError: lists every layer type that cannot be handled, with layer names.
         GraphError: unknown bottoms or outputs, wrong bottom/top counts.
     """
     layers = needed_layers(layers, outputs, file) if outputs else list(layers)
-    check_supported(layers, file)
+    check_supported(layers, file, python_layers)
     wiring = _Wiring(layers, file, name)
     for source in layers:
         wiring.add(source)
@@ -54,7 +62,7 @@ def needed_layers(layers: Sequence[SourceLayer], outputs: Sequence[str],
     produced = {top for source in layers for top in source.layer.top}
     unknown = [name for name in outputs if name not in produced]
     if unknown:
-        raise GraphError(f"--outputs names unknown blob(s) {', '.join(unknown)}", file,
+        raise GraphError(f"outputs= names unknown blob(s) {', '.join(unknown)}", file,
                          "run `caffe-lstm inspect` to list the blob names")
     needed, kept = set(outputs), []
     for source in reversed(layers):
@@ -64,19 +72,37 @@ def needed_layers(layers: Sequence[SourceLayer], outputs: Sequence[str],
     return kept[::-1]
 
 
-def check_supported(layers: Sequence[SourceLayer], file: str) -> None:
-    """Lists every layer type without an op (Input excepted) in one UnsupportedLayerError."""
-    unsupported: dict[str, list[str]] = defaultdict(list)
-    for source in layers:
-        layer = source.layer
-        if layer.type not in INPUT_TYPES and get_op(layer.type) is None:
-            unsupported[layer.type].append(layer.name)
+def check_supported(layers: Sequence[SourceLayer], file: str,
+                    python_layers: bool = False) -> None:
+    """Lists every layer type without an op (Input excepted; Python layers unless
+    ``python_layers``) in one UnsupportedLayerError; the installed plugins (entry points) are
+    loaded first when some type is unknown."""
+    unsupported = _unsupported(layers, python_layers)
+    if any(get_op(t) is None for t in unsupported):
+        load_installed_plugins()
+        unsupported = _unsupported(layers, python_layers)
     if unsupported:
         listing = "; ".join(f"{t or '(empty type)'} ({', '.join(names)})"
                             for t, names in unsupported.items())
+        python = ", run Python layers with python_path=DIR" if PYTHON in unsupported else ""
         raise UnsupportedLayerError(
             f"unsupported layer types: {listing}", file,
-            "if they only post-process the result, cut them off with --outputs NAME[,NAME...]")
+            f"load a plugin that defines them (plugins=[...], see {DOC}){python}, or, if they "
+            "only post-process the result, cut them off with outputs=[NAME, ...]")
+
+
+def _unsupported(layers: Sequence[SourceLayer], python_layers: bool) -> dict[str, list[str]]:
+    unsupported: dict[str, list[str]] = defaultdict(list)
+    for source in layers:
+        layer = source.layer
+        if layer.type in INPUT_TYPES:
+            continue
+        op = get_op(layer.type)
+        # a Python layer imports user code: only when asked (python_path), unless a plugin
+        # replaced the type
+        if op is None or (op is Python and not python_layers):
+            unsupported[layer.type].append(layer.name)
+    return unsupported
 
 
 class _Wiring:
@@ -101,7 +127,7 @@ class _Wiring:
         inputs = [self._bottom(blob, layer, where) for blob in layer.bottom]
         outputs = [self._new_value(top, layer.name) for top in layer.top]
         node = Node(layer.name, layer.type, inputs, outputs, where=where)
-        node.attrs = _parse_attrs(node, layer, self.file)
+        node.attrs = _parse_attrs(node, source, self.file)
         _check_counts(node)
         self.graph.nodes.append(node)
 
@@ -177,13 +203,15 @@ class _Wiring:
         return graph
 
 
-def _parse_attrs(node: Node, layer, file: str) -> dict:
+def _parse_attrs(node: Node, source: SourceLayer, file: str) -> dict:
     op = get_op(node.op)
     if not op.param:
         return op.parse(None, None)
-    message = getattr(layer, op.param)
+    # a plugin's own message (not in our schema) is read from the prototxt's text
+    message = None if has_own_message(op) else getattr(source.layer, op.param)
     try:
-        return op.parse(_SubgraphImport(node, message, file), to_params(message))
+        params = plugin_params(op, source, file) if message is None else to_params(message)
+        return op.parse(_SubgraphImport(node, message, file), params)
     except CaffeLstmError as exc:
         exc.where = exc.where or node.label
         raise type(exc)(exc.what, exc.where, exc.hint) from None

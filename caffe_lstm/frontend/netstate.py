@@ -89,10 +89,8 @@ def check_selected_bottoms(kept: list[SourceLayer], layers: list[SourceLayer],
             producers = [other for other in layers
                          if id(other) not in chosen and blob in other.layer.top]
             if producers:  # the one closest to the selection: same phase, fewest stages
-                closest = min(producers, key=lambda other: (
-                    any(o.startswith("--phase") for o in _options_selecting(other.layer,
-                                                                            selection)),
-                    len(_options_selecting(other.layer, selection))))
+                closest = min(producers, key=lambda other: _distance(
+                    *_selecting(other.layer, selection)))
                 raise _unselected_producer(blob, source, closest, selection, where)
         produced.update(source.layer.top)
 
@@ -100,7 +98,8 @@ def check_selected_bottoms(kept: list[SourceLayer], layers: list[SourceLayer],
 def _unselected_producer(blob: str, consumer: SourceLayer, producer: SourceLayer,
                          selection: LayerSelection, where: str) -> GraphError:
     layer, maker = consumer.layer, producer.layer
-    options = _options_selecting(maker, selection)
+    phase, stages = _selecting(maker, selection)
+    options = ([f"phase={phase!r}"] if phase else []) + ([f"stages={stages!r}"] if stages else [])
     return GraphError(
         f"bottom '{blob}' is produced only by {layer_where(maker.name, maker.type)} at "
         f"{where}:{producer.line}, which phase {selection.phase}"
@@ -111,13 +110,18 @@ def _unselected_producer(blob: str, consumer: SourceLayer, producer: SourceLayer
         else "check the layers' include/exclude rules")
 
 
-def _options_selecting(layer, selection: LayerSelection) -> list[str]:
-    """The --phase/--stage options that make the first include rule of ``layer`` match."""
+def _selecting(layer, selection: LayerSelection) -> tuple[str | None, list[str]]:
+    """The phase (None: this one will do) and the stages to add that make the first include
+    rule of ``layer`` match."""
     if not layer.include:
-        return [f"--stage {stage}" for rule in layer.exclude for stage in rule.not_stage]
+        return None, [stage for rule in layer.exclude for stage in rule.not_stage]
     rule = layer.include[0]
-    options = []
+    phase = None
     if rule.HasField("phase") and caffe_pb2.Phase.Name(rule.phase) != selection.phase:
-        options.append(f"--phase {caffe_pb2.Phase.Name(rule.phase)}")
-    options += [f"--stage {stage}" for stage in rule.stage if stage not in selection.stages]
-    return options
+        phase = caffe_pb2.Phase.Name(rule.phase)
+    return phase, [stage for stage in rule.stage if stage not in selection.stages]
+
+
+def _distance(phase: str | None, stages: list[str]) -> tuple[bool, int]:
+    """How far a selection is: another phase first, then the number of changes."""
+    return phase is not None, (phase is not None) + len(stages)

@@ -60,7 +60,7 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         raise ModelLoadError(
             f"the net definition is not UTF-8 text (byte {exc.start})", str(path),
-            "the positional argument is the .prototxt; weights go to -w/--weights") from None
+            "prototxt= is the .prototxt; the .caffemodel goes to weights=") from None
 
 
 def _parse_error(exc: text_format.ParseError, path: Path) -> ModelLoadError:

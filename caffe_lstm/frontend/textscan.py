@@ -56,6 +56,7 @@ class UnknownEntry:
         value: the unknown enum value's text (kind ``"value"``), else empty.
         rule: ``("include", i)`` / ``("exclude", i)`` when it sits inside the i-th rule of its
             layer, else None.
+        text: the entry's own text, name to end (what a plugin's param message is read from).
     """
 
     path: str
@@ -65,6 +66,7 @@ class UnknownEntry:
     message: str
     value: str = ""
     rule: tuple[str, int] | None = None
+    text: str = field(default="", repr=False, compare=False)
 
 
 @dataclass
@@ -289,7 +291,8 @@ class _Scanner:
         end = self.tokens[self.pos - 1].end
         self.blanks.append((name.start, end))
         unknown = UnknownEntry(_join(frame.path, name.text), kind, name.line, name.column,
-                               frame.descriptor.full_name, value, frame.rule)
+                               frame.descriptor.full_name, value, frame.rule,
+                               self.text[name.start:end])
         (frame.entry.unknown if frame.entry is not None else self.net_unknown).append(unknown)
 
     def _blanked(self) -> str:

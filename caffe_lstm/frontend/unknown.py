@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from caffe_lstm.errors import ModelLoadError, layer_where
+from caffe_lstm.frontend.plugin_params import reads_entry
 from caffe_lstm.frontend.textscan import MESSAGE, VALUE, UnknownEntry
 from caffe_lstm.frontend.upgrade import SourceLayer
 
@@ -90,7 +91,7 @@ def check_converted_layers(layers: Sequence[SourceLayer], file: str) -> None:
             many more there are).
     """
     harmful = [(source, unknown) for source in layers for unknown in source.unknown
-               if not is_harmless(unknown)]
+               if not is_harmless(unknown) and not reads_entry(source.layer.type, unknown)]
     if not harmful:
         return
     source, unknown = harmful[0]
@@ -104,7 +105,7 @@ def check_converted_layers(layers: Sequence[SourceLayer], file: str) -> None:
     raise ModelLoadError(
         what, f"{file}:{unknown.line}:{unknown.column}",
         "caffe-lstm's schema lacks it: remove it if it only tunes training, or cut the layer "
-        "off with --outputs NAME[,NAME...]")
+        "off with outputs=[NAME, ...]")
 
 
 def skipped_fields(layers: Sequence[SourceLayer], net_unknown: Sequence[UnknownEntry],
@@ -120,6 +121,8 @@ def skipped_fields(layers: Sequence[SourceLayer], net_unknown: Sequence[UnknownE
                             "a net-level field caffe-lstm does not read") for u in net_unknown]
     for source in layers:
         for unknown in source.unknown:
+            if reads_entry(source.layer.type, unknown):
+                continue  # a plugin's own param message: read, not skipped
             skipped.append(SkippedField(
                 source.layer.name, source.layer.type, unknown.path, unknown.line,
                 unknown.column, unknown.kind, unknown.value,

@@ -2,8 +2,7 @@
 
 from caffe_lstm.ops.registry import (FACETS, MissingFacetError, Op, RecurrentSpec, check_facet,
                                      claimed_facets, get_op, has_facet, missing_facets,
-                                     recurrent_spec, recurrent_types, register_op,
-                                     registered_types)
+                                     recurrent_spec, recurrent_types, registered_types)
 
 # Each import registers the op classes of one family.
 from caffe_lstm.ops import linear  # noqa: F401  InnerProduct, Embed
@@ -27,7 +26,12 @@ from caffe_lstm.ops import dense_block  # noqa: F401  DenseBlock (caffe_ocr)
 from caffe_lstm.ops import resample  # noqa: F401
 from caffe_lstm.ops import roi  # noqa: F401  PSROIPooling (R-FCN)
 from caffe_lstm.ops import repeat  # noqa: F401  Repeat (christopher5106/last_caffe_with_stn)
+from caffe_lstm.ops import python_layer  # noqa: F401  Python (Caffe's, through a pycaffe shim)
+# Layer types from outside: plugins register through this register_op (docs/plugins.md).
+from caffe_lstm.ops.plugins import (ParamField, PluginError, load_plugins, noted_without_facet,
+                                   register_op)
 
-__all__ = ["FACETS", "MissingFacetError", "Op", "RecurrentSpec", "check_facet", "claimed_facets",
-           "get_op", "has_facet", "missing_facets", "recurrent_spec", "recurrent_types",
+__all__ = ["FACETS", "MissingFacetError", "Op", "ParamField", "PluginError", "RecurrentSpec",
+           "check_facet", "claimed_facets", "get_op", "has_facet", "load_plugins",
+           "missing_facets", "noted_without_facet", "recurrent_spec", "recurrent_types",
            "register_op", "registered_types"]

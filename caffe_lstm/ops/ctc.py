@@ -64,7 +64,7 @@ class CTCGreedyDecoder(Op):
         if labels is not None:
             raise shape_error(node, "two bottoms (scores, labels) is the fork's accuracy form, "
                               "which only evaluates training", "decode with one bottom, the "
-                              "scores (T, N, C), or cut the layer off with --outputs")
+                              "scores (T, N, C), or cut the layer off with outputs=")
         if len(x) != 3 or min(x) < 1:
             raise shape_error(node, f"the scores must be (T, N, C), found {x}",
                               "bottom 0 holds one score per class, time step and stream")

@@ -24,13 +24,14 @@ declares (``claimed_facets``), and ``register_op`` refuses a class that lacks on
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from caffe_lstm.errors import ShapeError, UnsupportedLayerError
-from caffe_lstm.ir.graph import Graph, Node, Shape
+from caffe_lstm.ir.graph import Graph, Node, Shape, Value
 from caffe_lstm.ops.contexts import (CaffeContext, DotContext, ExpandContext, ImportContext,
                                      NumpyContext, OnnxContext, ShapeContext, TensorRTContext)
 
@@ -65,6 +66,34 @@ class RecurrentSpec:
     static_bottom: int | None = 2
     exposable: bool = True
     has_layouts: bool = False
+    #: The widths of the carried states of a node, in ``states`` order (needed when exposable).
+    widths: Callable[[Node], tuple[int, ...]] | None = None
+    #: Which nodes of an exposable type can expose their states (None: every one).
+    exposable_if: Callable[[Node], bool] | None = None
+
+    def can_expose(self, node: Node) -> bool:
+        """Whether ``--state io`` can make this node's states inputs and outputs."""
+        return self.exposable and (self.exposable_if is None or self.exposable_if(node))
+
+    def is_exposed(self, node: Node) -> bool:
+        """Whether the node's states are bottoms and tops already (``expose_hidden``)."""
+        return bool(node.attrs.get("expose_hidden"))
+
+    def expose(self, node: Node) -> tuple[list[Value], list[Value]]:
+        """Switches ``expose_hidden`` on: appends the initial states ``<layer>/<state>_0``
+        (1, N, width) as bottoms and the final states ``<layer>/<state>_T`` as tops; returns
+        both lists, for the caller to make them net inputs and outputs."""
+        if not self.can_expose(node) or self.widths is None:
+            raise ValueError(f"{node.op} node {node.name} has no states to expose")
+        batch, widths = node.inputs[0].shape[1], self.widths(node)
+        initial = [Value(f"{node.name}/{name}_0", (1, batch, width))
+                   for name, width in zip(self.states, widths)]
+        finals = [Value(f"{node.name}/{name}_T", (1, batch, width), producer=node)
+                  for name, width in zip(self.states, widths)]
+        node.inputs.extend(initial)
+        node.outputs.extend(finals)
+        node.attrs["expose_hidden"] = True
+        return initial, finals
 
 
 def _missing(facet: str, node: Node) -> MissingFacetError:
@@ -89,6 +118,9 @@ class Op:
     origin: ClassVar[str] = "BVLC Caffe"
     #: What the op does not support, in one sentence ("" when nothing).
     limits: ClassVar[str] = ""
+    #: A plugin's own param message (``param`` not in caffe-lstm's schema): field name ->
+    #: ``ops.plugins.ParamField``, read from the prototxt's text by name. None: no such message.
+    param_fields: ClassVar[dict[str, Any] | None] = None
     #: Why an op has no ``tensorrt`` facet ("" = it has one), for the error listing such nodes.
     tensorrt_missing_reason: ClassVar[str] = ""
     #: Why an op has no ``onnx`` facet ("" = it has one), for the error listing such nodes.
@@ -200,15 +232,27 @@ def missing_facets(op: type[Op]) -> list[str]:
     return [facet for facet in claimed_facets(op) if not has_facet(op, facet)]
 
 
-def register_op(cls: type[Op]) -> type[Op]:
-    """Class decorator: registers ``cls`` under its Caffe type string."""
-    if not cls.type or cls.type in _REGISTRY:
+def register_op(cls: type[Op], *, override: bool = False) -> type[Op]:
+    """Class decorator: registers ``cls`` under its Caffe type string (``override``: replacing
+    the op registered under it; plugins go through ``ops.plugins.register_op``)."""
+    if not cls.type or (cls.type in _REGISTRY and not override):
         raise ValueError(f"op type {cls.type!r} is empty or registered twice")
     if missing := missing_facets(cls):
         raise TypeError(f"op {cls.type} claims facets it does not define: {', '.join(missing)} "
                         "(define them, or give a tensorrt/onnx_missing_reason)")
     _REGISTRY[cls.type] = cls
     return cls
+
+
+def snapshot_registry() -> dict[str, type[Op]]:
+    """A copy of the registry, for ``restore_registry`` (a plugin load that fails, tests)."""
+    return dict(_REGISTRY)
+
+
+def restore_registry(snapshot: dict[str, type[Op]]) -> None:
+    """The registry as ``snapshot_registry`` found it."""
+    _REGISTRY.clear()
+    _REGISTRY.update(snapshot)
 
 
 def get_op(op_type: str) -> type[Op] | None:
@@ -248,7 +292,8 @@ def check_facet(graph: Graph, facet: str, refusal: str) -> None:
             for op, names in missing.items())
         raise UnsupportedLayerError(f"{refusal}: {listing}",
                                     "the rewritten graph",
-                                    "cut them off with --outputs, or report the layer type")
+                                    "cut them off with outputs=, give them that facet in a plugin "
+                                    "(plugins=[...], docs/plugins.md), or report the layer type")
 
 
 def canonical_axis(node: Node, axis: int, rank: int, what: str = "axis") -> int:

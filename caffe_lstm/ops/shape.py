@@ -97,7 +97,7 @@ class Slice(Op):
         dim = ctx.static_dim(value, axis)
         if dim is None:
             raise shape_error(node, f"axis {axis} is symbolic in the exported model",
-                              "keep this axis fixed in the --shape ranges")
+                              "keep this axis fixed in the shapes= ranges")
         # one Split at the cut points: top i = x[..., p_{i−1}:p_i, ...]
         sizes = _slice_sizes(node, dim, len(node.outputs))
         return tuple(ctx.add("Split", [x, ctx.ints(sizes, "split")], len(sizes), axis=axis))

@@ -8,11 +8,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from caffe_lstm.ir.graph import Graph, Node
-from caffe_lstm.ops import get_op, has_facet
+from caffe_lstm.ops import PluginError, get_op, has_facet
+from caffe_lstm.ops.plugins import plugin_of
 from caffe_lstm.ops.builder import NodeBuilder
 
 
-def expand_layers(graph: Graph, keep: Callable[[Node], bool] | None = None) -> bool:
+#: How deep expansions may nest (a layer expanding into layers that expand...): deeper is an
+#: expansion that never ends, a bug of the op that started it.
+MAX_NESTING = 8
+
+
+def expand_layers(graph: Graph, keep: Callable[[Node], bool] | None = None,
+                  depth: int = 0) -> bool:
     """Replaces every expandable node of ``graph`` in place. Returns whether anything changed.
 
     ``keep`` picks nodes to leave whole (the ONNX export with ``--lstm-op native`` keeps the
@@ -28,7 +35,20 @@ def expand_layers(graph: Graph, keep: Callable[[Node], bool] | None = None) -> b
             continue
         scratch = Graph()
         op.expand(NodeBuilder(scratch, node.name, node.where), node)
+        # an expansion may itself hold expandable layers (a plugin's layer written as LSTMs)
+        _expand_nested(scratch, node, depth)
         nodes.extend(scratch.nodes)
         changed = True
     graph.nodes = nodes
     return changed
+
+
+def _expand_nested(scratch: Graph, node: Node, depth: int) -> None:
+    if not any(has_facet(get_op(n.op), "expand") for n in scratch.nodes):
+        return
+    if depth >= MAX_NESTING:  # only a plugin's expand can do this (built-ins nest once)
+        plugin = plugin_of(node.op)
+        owner = f"the {plugin.label}" if plugin is not None else f"layer type {node.op}"
+        raise PluginError(f"the expansion by {owner} nests more than {MAX_NESTING} levels",
+                          node.label, "an expand facet must not produce its own type again")
+    expand_layers(scratch, depth=depth + 1)

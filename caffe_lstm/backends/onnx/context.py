@@ -219,7 +219,7 @@ class OnnxContext:
         if self.opset < opset:
             where = self.node.label if self.node is not None else ""
             raise CaffeLstmError(f"{what} needs ONNX opset {opset} or newer, the export asks "
-                                 f"for {self.opset}", where, f"pass --opset {opset} or newer")
+                                 f"for {self.opset}", where, f"pass opset={opset} or newer")
 
     def rename(self, old: str, new: str) -> None:
         """Gives the tensor ``old`` (a node output or an initializer of the current graph) the

@@ -21,19 +21,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from caffe_lstm.analysis.shapes import shape_at_profile_sizes
+from caffe_lstm.analysis.profiles import shape_at_profile_sizes
 from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts
 from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops import check_facet, get_op
-
-#: The opsets the exporter writes: 13 is the first with Split/Squeeze/Unsqueeze/ReduceSum
-#: taking their sizes and axes as inputs and Softmax on one axis; 21 the newest checked here
-#: with onnxruntime and onnx's checker.
-MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 13, 21, 17
-#: (min, opt, max) shapes of one dynamic input, as ``convert --shape`` takes them.
-Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+from caffe_lstm.options import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Profile
 
 _INSTALL_HINT = "install it: pip install 'caffe-lstm[onnx]'"
 
@@ -54,7 +48,7 @@ def import_module(name: str) -> Any:
 def check_opset(opset: int) -> None:
     """Refuses an opset outside [MIN_OPSET, MAX_OPSET] in one line."""
     if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise CaffeLstmError(f"ONNX opset {opset} is not supported", "--opset",
+        raise CaffeLstmError(f"ONNX opset {opset} is not supported", "opset=",
                              f"use an opset from {MIN_OPSET} to {MAX_OPSET} "
                              f"(default {DEFAULT_OPSET})")
 
@@ -68,8 +62,8 @@ def check_exportable(graph: Graph) -> None:
     if refused:  # the recurrent layers left whole for ONNX's own operators (--lstm-op native)
         listing = "; ".join(f"{node.label}: {reason}" for node, reason in refused)
         raise UnsupportedLayerError(
-            f"ONNX's own recurrent operator cannot compute exactly {listing}", "--lstm-op native",
-            "export with --lstm-op scan (the default), whose Scan keeps Caffe's semantics")
+            f"ONNX's own recurrent operator cannot compute exactly {listing}", "lstm_op='native'",
+            "export with lstm_op='scan' (the default), whose Scan keeps Caffe's semantics")
 
 
 # ---- symbolic dims ------------------------------------------------------------------------------
@@ -444,3 +438,9 @@ def _initializers(graph: Any):
                 yield from _initializers(attribute.g)
             for sub in attribute.graphs:
                 yield from _initializers(sub)
+
+
+def value_dims(infos: Sequence[Any]) -> dict[str, tuple[int | str, ...]]:
+    """name -> dims of ONNX ValueInfoProtos (a symbolic dim by its name, "?" unnamed)."""
+    return {info.name: tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                             for d in info.type.tensor_type.shape.dim) for info in infos}

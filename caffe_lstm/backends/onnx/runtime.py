@@ -27,6 +27,16 @@ def onnxruntime_available() -> bool:
     return True
 
 
+def wants_onnxruntime(choice: bool | None) -> bool:
+    """verify's onnxruntime column: asked for (True: onnxruntime must import), refused, or
+    None: when it imports."""
+    if choice is None:
+        return onnxruntime_available()
+    if choice:
+        require_onnxruntime()
+    return choice
+
+
 def run_model(model: str | Path | bytes | Any, feeds: Mapping[str, np.ndarray],
               source: str = "the exported model", streamed: Sequence[Streamed] = ()
               ) -> dict[str, np.ndarray]:
@@ -57,7 +67,7 @@ def run_model(model: str | Path | bytes | Any, feeds: Mapping[str, np.ndarray],
     except Exception as exc:
         raise ExecutionError(f"onnxruntime failed ({_first_line(exc)})", source,
                              "check the input shapes against those the model was exported "
-                             "for (export with --shape to make T and N vary)") from None
+                             "for (export with shapes= to make T and N vary)") from None
     return {o.name: np.asarray(r, dtype=np.float32)
             for o, r in zip(session.get_outputs(), results)}
 
@@ -97,7 +107,7 @@ def _check_feeds(names: list[str], feeds: Mapping[str, np.ndarray], source: str)
             f"the model has no input {', '.join(extra)}" if extra else "") if part)
         raise ExecutionError(f"the inputs do not fit the model's inputs {', '.join(names)}: "
                              f"{found}", source,
-                             "use the --state the model was exported with (io adds the "
+                             "use the state= the model was exported with (io adds the "
                              "<layer>/h_0, c_0 inputs)")
 
 

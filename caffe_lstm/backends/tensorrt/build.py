@@ -75,9 +75,9 @@ def serialize(runtime: Runtime, builder: Any, network: Any, options: BuildOption
     log.errors.clear()
     plan = builder.build_serialized_network(network, config)
     if plan is None:
-        reason = log.errors[-1] if log.errors else "no reason given (rerun with -v)"
+        reason = log.errors[-1] if log.errors else "no reason given (rerun with verbosity=1)"
         raise EngineBuildError(f"TensorRT could not build the engine: {reason}",
-                               runtime.name, "rerun with -vv for TensorRT's log")
+                               runtime.name, "rerun with verbosity=2 for TensorRT's log")
     return bytes(plan)
 
 

@@ -1,4 +1,5 @@
-"""What an op's ``tensorrt`` facet gets: the network, constants kept alive, shape helpers, names.
+"""The TensorRT emitter's walker, which is what an op's ``tensorrt`` facet gets as ``ctx``: the
+network, constants kept alive, shape helpers, names, and ``run_subgraph`` for a Loop's body.
 
 Op modules never import tensorrt; they reach it through ``ctx.trt``. Everything here works
 with dynamic dims (-1), so the same facets serve static and dynamic shapes.
@@ -11,11 +12,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from caffe_lstm.ir.graph import Node
+from caffe_lstm.ir.graph import Graph, Node
+from caffe_lstm.ir.walk import GraphWalker
+from caffe_lstm.ops import get_op
 
 
-class EmitContext:
-    """The state of one network emission.
+class EmitContext(GraphWalker[Any]):
+    """The state of one network emission, and the walk calling each node's ``tensorrt`` facet.
 
     Args:
         trt: the tensorrt (or tensorrt_rtx_bindings) module.
@@ -35,11 +38,30 @@ class EmitContext:
         #: fp16: the name of each HALF tensor cast from a FLOAT network input -> that input.
         self.half_inputs: dict[str, Any] = {}
 
-    def run_subgraph(self, graph: Any, tensors: Sequence[Any]) -> list[Any]:
-        """Emits ``graph`` (a loop body) on ``tensors`` for its inputs; returns its outputs."""
-        from caffe_lstm.backends.tensorrt.emitter import emit_graph  # emitter imports this module
+    facet = "tensorrt"
 
-        return emit_graph(self, graph, tensors)
+    def run_subgraph(self, graph: Graph, tensors: Sequence[Any]) -> list[Any]:
+        """Emits ``graph`` (the net, or a loop body) on ``tensors`` for its inputs; returns its
+        output tensors."""
+        return self.walk(graph, tensors)
+
+    def visit(self, node: Node, tensors: list[Any]) -> tuple[Any, ...]:
+        """The node's layers, from its ``tensorrt`` facet on its bottoms then its blob arrays;
+        each top tensor takes the name of its value."""
+        arrays = [value.data for value in node.weights]
+        outer, self.node = self.node, node
+        try:
+            results = get_op(node.op).tensorrt(self, node, *tensors, *arrays)
+        except Exception as exc:
+            exc.add_note(f"while emitting {node.name} ({node.op})")
+            raise
+        finally:
+            self.node = outer
+        taken = {tensor.name for tensor in tensors}
+        for value, tensor in zip(node.outputs, results):
+            if tensor.name not in taken:  # an identity op hands its input through: keep that name
+                tensor.name = value.name
+        return results
 
     # ---- naming ----------------------------------------------------------------------------
 

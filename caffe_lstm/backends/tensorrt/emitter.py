@@ -11,8 +11,8 @@ from typing import Any
 from collections.abc import Mapping, Sequence
 
 from caffe_lstm.backends.tensorrt.context import EmitContext
-from caffe_lstm.ir.graph import Graph, Node
-from caffe_lstm.ops import check_facet, get_op
+from caffe_lstm.ir.graph import Graph
+from caffe_lstm.ops import check_facet
 
 
 def check_emittable(graph: Graph) -> None:
@@ -35,7 +35,7 @@ def emit_network(ctx: EmitContext, graph: Graph,
         tensor = ctx.network.add_input(value.name, trt.DataType.FLOAT, dims)
         inputs.append(_cast(ctx, tensor, ctx.float_trt, f"{value.name}/to_half"))
         ctx.half_inputs[inputs[-1].name] = tensor  # (fp32: maps the input to itself)
-    outputs = emit_graph(ctx, graph, inputs)
+    outputs = ctx.run_subgraph(graph, inputs)
     for value, tensor in zip(graph.outputs, outputs):
         if ctx.fp16:  # the HALF tensor gives its name to the FLOAT output made from it
             if tensor.name == value.name:
@@ -57,32 +57,3 @@ def _cast(ctx: EmitContext, tensor: Any, dtype: Any, name: str) -> Any:
     layer = ctx.network.add_cast(tensor, dtype)
     layer.name = name
     return layer.get_output(0)
-
-
-def emit_graph(ctx: EmitContext, graph: Graph, inputs: Sequence[Any]) -> list[Any]:
-    """Emits ``graph``'s nodes given tensors for its inputs; returns its output tensors.
-
-    Also what ``EmitContext.run_subgraph`` does for a Loop's body.
-    """
-    env = {id(value): tensor for value, tensor in zip(graph.inputs, inputs)}
-    for node in graph.nodes:
-        _emit_node(ctx, node, env)
-    return [env[id(value)] for value in graph.outputs]
-
-
-def _emit_node(ctx: EmitContext, node: Node, env: dict[int, Any]) -> None:
-    tensors = [env[id(value)] for value in node.inputs]
-    arrays = [value.data for value in node.weights]
-    outer, ctx.node = ctx.node, node
-    try:
-        results = get_op(node.op).tensorrt(ctx, node, *tensors, *arrays)
-    except Exception as exc:
-        exc.add_note(f"while emitting {node.name} ({node.op})")
-        raise
-    finally:
-        ctx.node = outer
-    taken = {tensor.name for tensor in tensors}
-    for value, tensor in zip(node.outputs, results):
-        if tensor.name not in taken:  # an identity op hands its input through: keep that name
-            tensor.name = value.name
-        env[id(value)] = tensor

@@ -50,7 +50,7 @@ def run_engine(runtime: Runtime, engine_path: str | Path,
     # installing Polygraphy for nothing; on a GPU machine the missing install comes next.
     if not has_gpu():
         raise BackendUnavailableError("running an engine needs an NVIDIA GPU; none was found",
-                                      where, "run on a GPU machine, or use --backend numpy")
+                                      where, "run on a GPU machine, or run with numpy (Net.run)")
     _import_polygraphy(runtime, where)
     from polygraphy.logger import G_LOGGER
 

@@ -32,7 +32,7 @@ def parse_onnx(runtime: Runtime, model: bytes, verbosity: int = 0) -> tuple[Any,
     if not parser.parse(model):
         errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
         raise OnnxParseError(f"TensorRT's ONNX parser refused the model: {'; '.join(errors)}",
-                             runtime.name, "build through our emitter instead (--via caffe-lstm)")
+                             runtime.name, "build through our emitter instead (via='caffe-lstm')")
     return builder, network, parser
 
 

@@ -13,7 +13,7 @@ from types import ModuleType
 
 from caffe_lstm.errors import CaffeLstmError
 
-#: --runtime choice -> Python module name.
+#: runtime choice (``options.Runtime``) -> Python module name.
 MODULES = {"tensorrt": "tensorrt", "tensorrt-rtx": "tensorrt_rtx_bindings"}
 _INSTALL = {"tensorrt": "pip install 'caffe-lstm[tensorrt]'",
             "tensorrt-rtx": "pip install 'caffe-lstm[rtx]'"}
@@ -25,7 +25,7 @@ class BackendUnavailableError(CaffeLstmError):
 
 @dataclass(frozen=True)
 class Runtime:
-    """An imported runtime: its --runtime name and its module."""
+    """An imported runtime: its name (``options.Runtime``) and its module."""
 
     name: str
     trt: ModuleType
@@ -54,7 +54,18 @@ def load_runtime(choice: str = "auto") -> Runtime:
     except ImportError as exc:
         raise BackendUnavailableError(
             f"the {choice} Python module ({MODULES[choice]}) cannot be imported ({exc})",
-            "--runtime", f"install it: {_INSTALL[choice]}") from None
+            "runtime=", f"install it: {_INSTALL[choice]}") from None
+
+
+def load_runtime_if_any(choice: str = "auto") -> Runtime | None:
+    """``load_runtime(choice)``, or None when ``auto`` finds no runtime installed (a runtime
+    named explicitly must import)."""
+    try:
+        return load_runtime(choice)
+    except BackendUnavailableError:
+        if choice != "auto":
+            raise
+        return None
 
 
 def _importable(module: str) -> bool:

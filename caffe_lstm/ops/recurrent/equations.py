@@ -28,13 +28,13 @@ def _activate(kind: str, x: np.ndarray, relu_clip: float) -> np.ndarray:
     return x  # IDENTITY
 
 
-def _project_inputs(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+def project_inputs(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     """x_transform: X = x·Wᵀ + b for all steps at once, x flattened from axis 2 (T, N, out)."""
     steps, batch = x.shape[:2]
     return x.reshape(steps, batch, count(x.shape, 2)) @ w.T + b
 
 
-def _project_static(x_static: np.ndarray | None, w: np.ndarray | None) -> np.ndarray | float:
+def project_static(x_static: np.ndarray | None, w: np.ndarray | None) -> np.ndarray | float:
     """W_xc_x_static = x_static·W_staticᵀ (no bias) -> (N, out); 0 without a static input."""
     if x_static is None:
         return 0.0
@@ -78,7 +78,7 @@ def _lstm_step(x_proj_t: np.ndarray, cont_t: np.ndarray, r: np.ndarray, c: np.nd
     return (m if w.w_hr is None else m @ w.w_hr.T), c
 
 
-def _run_lstm(x_proj: np.ndarray, cont: np.ndarray, r: np.ndarray, c: np.ndarray,
+def run_lstm(x_proj: np.ndarray, cont: np.ndarray, r: np.ndarray, c: np.ndarray,
               w: LstmWeights, variant: LstmVariant) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All T steps from (r_0, c_0): returns the stacked r (T, N, R), r_T (N, R), c_T (N, H)."""
     rs = []
@@ -88,7 +88,7 @@ def _run_lstm(x_proj: np.ndarray, cont: np.ndarray, r: np.ndarray, c: np.ndarray
     return np.stack(rs), r, c
 
 
-def _rnn_step(x_proj_t: np.ndarray, cont_t: np.ndarray, h: np.ndarray, w_hh: np.ndarray,
+def rnn_step(x_proj_t: np.ndarray, cont_t: np.ndarray, h: np.ndarray, w_hh: np.ndarray,
               w_ho: np.ndarray, b_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One step of rnn_layer.cpp's unrolled net: returns (o_t, h_t), each (N, H)."""
     # h_conted_{t-1} = cont_t · h_{t-1}
@@ -100,7 +100,7 @@ def _rnn_step(x_proj_t: np.ndarray, cont_t: np.ndarray, h: np.ndarray, w_hh: np.
     return o, h
 
 
-def _split_arrays(node: Node, arrays: tuple[np.ndarray, ...], n_states: int):
+def split_arrays(node: Node, arrays: tuple[np.ndarray, ...], n_states: int):
     """A numpy facet's arguments as float64 (x, cont, x_static or None, exposed states, blobs)."""
     n_bottoms = len(node.inputs)
     x, cont, *extra = [np.asarray(a, np.float64) for a in arrays[:n_bottoms]]
@@ -110,11 +110,11 @@ def _split_arrays(node: Node, arrays: tuple[np.ndarray, ...], n_states: int):
     return x, cont, x_static, extra[len(extra) - n_exposed:], blobs
 
 
-def _initial_state(exposed: list[np.ndarray], index: int, batch: int, width: int) -> np.ndarray:
+def initial_state(exposed: list[np.ndarray], index: int, batch: int, width: int) -> np.ndarray:
     """State ``index`` from the exposed (1, N, width) bottoms, else zeros (one fresh Forward)."""
     return exposed[index].reshape(batch, width) if exposed else np.zeros((batch, width))
 
 
-def _float32(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+def as_float32(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(a, np.float32) for a in arrays)
 

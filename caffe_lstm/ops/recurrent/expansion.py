@@ -27,7 +27,8 @@ from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops.builder import NodeBuilder
 from caffe_lstm.ops.loop import LoopState
 from caffe_lstm.ops.recurrent.cell import CAFFE_GATES, PEEPHOLE_GATES, LstmVariant, LstmWeights
-from caffe_lstm.ops.registry import count
+from caffe_lstm.ops.recurrent.fork_rules import ForkView
+from caffe_lstm.ops.recurrent.rules import num_layers
 
 
 # ---- the per-step cells (loop bodies) ----------------------------------------------------------
@@ -202,6 +203,27 @@ def expand_lstm(b: NodeBuilder, node: Node) -> None:
     _add_loop(b, node, iterated, step, states, exposed, outputs, invariants)
 
 
+def expand_lstm_or_stack(b: NodeBuilder, node: Node) -> None:
+    """One LSTM, or a num_layers stack as that many LSTMs written out (``expand_lstm`` each,
+    level l named ``<layer>/level<l>`` and fed the h of level l − 1)."""
+    levels = num_layers(node)
+    if levels == 1:
+        expand_lstm(b, node)
+        return
+    x, cont = node.inputs
+    hidden = node.attrs["num_output"]
+    for level in range(levels):
+        last = level == levels - 1
+        h = node.outputs[0] if last else Value(f"{node.name}/level{level}/h",
+                                               (x.shape[0], x.shape[1], hidden))
+        attrs = {"num_output": hidden, "expose_hidden": False, "extensions": {}}
+        step = Node(f"{node.name}/level{level}", node.op, [x, cont], [h], attrs,
+                    list(node.weights[3 * level:3 * level + 3]), origin=node.origin,
+                    where=node.where)
+        expand_lstm(NodeBuilder(b.graph, step.name, b.where), step)
+        x = h
+
+
 def _peephole_rows(layer: str, p: Value | None) -> dict[str, Value]:
     """The peephole blob P (3, H) as one (H,) weight per gate, ``<layer>/P_i`` and so on: a
     learned Scale's blob has the shape of the axes it scales. The rows are copies of P's data
@@ -229,26 +251,25 @@ def expand_rnn(b: NodeBuilder, node: Node) -> None:
     _add_loop(b, node, iterated, step, states, exposed, outputs, invariants)
 
 
-def expand_fork_lstm(b: NodeBuilder, node: Node) -> None:
+def expand_fork_lstm(b: NodeBuilder, node: Node, view: ForkView) -> None:
     """The fork's Lstm is the same cell; W_x, W_h, b play W_xc, W_hc, b_c and clip plays cont.
 
-    A 2-D x (T·N, I) is reshaped to (T, N, I) first and the result back to (T·N, H). Without a
-    clip bottom the state starts at zero and is never reset: no delta nodes are needed.
+    Rows (``view.flat``: x of T·N rows, whatever its axes) are reshaped to (T, N, I) first and
+    the result back to (T·N, H). Without a clip bottom the state starts at zero and is never
+    reset: no delta nodes are needed.
     """
     x, *clip = node.inputs
     w_x, w_h, bias = node.weights
-    hidden, flat = node.attrs["num_output"], len(x.shape) == 2
-    batch = node.attrs["batch_size"] if flat else x.shape[1]
-    if flat:
-        x = b.reshape("x_reshape", x, [-1, batch, count(x.shape, 1)])
+    if view.flat:
+        x = b.reshape("x_reshape", x, view.sequence_dims())
     iterated = [b.inner_product("x_transform", x, w_x, bias, top="W_xc_x")]
     if clip:
-        iterated.append(b.reshape("cont_reshape", clip[0], [-1, batch]))
+        iterated.append(b.reshape("cont_reshape", clip[0], [-1, view.batch]))
     step = _new_step(node.name, node.where)
     _lstm_cell(step, LstmWeights(w_x, bias, w_h), {}, LstmVariant(), has_cont=bool(clip),
                has_static=False)
-    states = [LoopState(name, hidden, False) for name in ("h", "c")]
-    h = Value(f"{node.name}/h_seq") if flat else node.outputs[0]
+    states = [LoopState(name, view.hidden, False) for name in ("h", "c")]
+    h = Value(f"{node.name}/h_seq") if view.flat else node.outputs[0]
     _add_loop(b, node, iterated, step, states, [], [h] + _final_states(node, ("h_T", "c_T")), [])
-    if flat:
-        b.reshape("h_reshape", h, [-1, hidden], output=node.outputs[0])
+    if view.flat:
+        b.reshape("h_reshape", h, [-1, view.hidden], output=node.outputs[0])

@@ -17,8 +17,7 @@ the layers (``expand``) and the exporter never sees them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -26,24 +25,79 @@ from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Node, Shape
 from caffe_lstm.ops.recurrent import expansion, native
 from caffe_lstm.ops.recurrent.cell import CAFFE_GATES, PEEPHOLE_GATES, LstmVariant, LstmWeights
-from caffe_lstm.ops.recurrent.equations import (_float32, _initial_state, _project_inputs,
-                                                _project_static, _rnn_step, _run_lstm,
-                                                _split_arrays)
-from caffe_lstm.ops.recurrent.rules import (_check_exact, _check_num_output, _check_top_count,
-                                            _check_variant, _check_x, _lstm_states,
-                                            _parse_recurrent, _recurrent_layout,
-                                            _reject_extensions, _write_recurrent)
-from caffe_lstm.ops.registry import Op, RecurrentSpec, count, register_op, shape_error
+from caffe_lstm.ops.recurrent.equations import (as_float32, initial_state, project_inputs,
+                                                project_static, rnn_step, run_lstm,
+                                                split_arrays)
+from caffe_lstm.ops.recurrent.fork_rules import fork_view
+from caffe_lstm.ops.recurrent.rules import (check_stack, check_top_count, check_variant,
+                                            has_static, is_one_level, lstm_states, num_layers,
+                                            parse_recurrent, recurrent_layout,
+                                            reject_extensions, state_widths, write_recurrent)
+from caffe_lstm.ops.registry import Op, RecurrentSpec, register_op
+
+#: Why a recurrent op has no ``tensorrt`` facet: the rewrite replaces it by a Loop first.
+EXPANDED_FIRST = "expanded by the recurrent rewrite first (run the default pipeline)"
+
+
+class RecurrentOp(Op):
+    """What Caffe's LSTM and RNN share: recurrent_param read and written by presence, and the
+    bottoms x, cont, [x_static], [one initial state per carried state] with tops the sequence
+    [and one final state per carried state]. Subclasses set ``recurrent`` (its ``states``)."""
+
+    param: ClassVar[str | None] = "recurrent_param"
+    tensorrt_missing_reason: ClassVar[str] = EXPANDED_FIRST
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        states = len(cls.recurrent.states)
+        cls.n_bottoms = (2, 3 + states)  # x, cont, [x_static], [states]
+        cls.n_tops = (1, 1 + states)
+
+    @staticmethod
+    def parse(ctx, p):
+        return parse_recurrent(p)
+
+    @staticmethod
+    def caffe(ctx, node: Node) -> dict[str, Any]:
+        return write_recurrent(node)
 
 
 def _lstm_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int, int | None]:
-    """The variant's rules, then the bottoms; returns T, N, I and S (or None)."""
-    _check_variant(node)
-    return _recurrent_layout(node, shapes, _lstm_states(node))
+    """The stack's and the variant's rules, then the bottoms; returns T, N, I and S (or
+    None)."""
+    check_stack(node, shapes)
+    check_variant(node)
+    return recurrent_layout(node, shapes, lstm_states(node))
+
+
+def _stack_blobs(inputs: int, hidden: int, levels: int) -> tuple[tuple[str, Shape], ...]:
+    """W_xc, b_c, W_hc of every level in turn (suffix _l from level 1); level l > 0 reads the
+    H-wide h of level l − 1."""
+    gates = len(CAFFE_GATES) * hidden
+    return tuple(blob for level in range(levels) for blob in (
+        (f"W_xc{_level_suffix(level)}", (gates, inputs if level == 0 else hidden)),
+        (f"b_c{_level_suffix(level)}", (gates,)),
+        (f"W_hc{_level_suffix(level)}", (gates, hidden))))
+
+
+def _level_suffix(level: int) -> str:
+    return f"_{level}" if level else ""
+
+
+def _run_stack(x: np.ndarray, cont: np.ndarray, blobs: list, hidden: int) -> np.ndarray:
+    """h of the last level; each level is Caffe's LSTM from zeros on the h of the one below
+    (dropout between levels is a training-time operation: none here)."""
+    h = x
+    for level in range(len(blobs) // 3):
+        w_xc, b_c, w_hc = blobs[3 * level:3 * level + 3]
+        zeros = np.zeros((x.shape[1], hidden))
+        h, _, _ = run_lstm(project_inputs(h, w_xc, b_c), cont, zeros, zeros,
+                           LstmWeights(w_xc, b_c, w_hc), LstmVariant())
+    return h
 
 
 @register_op
-class LSTM(Op):
+class LSTM(RecurrentOp):
     """Caffe's LSTM over T steps (recurrent_param: num_output H, expose_hidden, and the
     extension of docs/recurrent-extensions.md: candidate_activation g, cell_activation h,
     relu_clip κ, peephole, num_proj P, cell_clip).
@@ -57,13 +111,17 @@ class LSTM(Op):
     c_t = f_t ⊙ c̃ + i_t ⊙ g(a_g) [clamped to ±cell_clip]; o_t = σ(a_o + p_o ⊙ c_t);
     m_t = o_t ⊙ h(c_t); r_t = W_hr·m_t or m_t. Defaults: exactly Caffe's cell.
     Without expose_hidden each call starts from zeros (no carry-over between calls).
+
+    recurrent_param.num_layers L > 1 (cuDNN-engine forks) is the stack written out: L levels
+    of Caffe's cell, level l reading the h of level l − 1, all with the same cont; blobs W_xc,
+    b_c, W_hc per level in turn; dropout_ratio (between levels) is training-only.
     """
 
     type = "LSTM"
-    tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
-    param = "recurrent_param"
-    recurrent = RecurrentSpec(states=("h", "c"), has_layouts=True)
-    expand = staticmethod(expansion.expand_lstm)
+    # a num_layers stack keeps its states inside: each call starts from zeros
+    recurrent = RecurrentSpec(states=("h", "c"), has_layouts=True, widths=state_widths,
+                              exposable_if=is_one_level)
+    expand = staticmethod(expansion.expand_lstm_or_stack)
     # ONNX's own LSTM operator where it is exact (export --lstm-op native; ``native``)
     onnx = staticmethod(native.lstm_onnx)
     onnx_refusal = staticmethod(native.lstm_refusal)
@@ -71,7 +129,11 @@ class LSTM(Op):
     @staticmethod
     def roles(node: Node, blobs: list) -> LstmWeights:
         """The blobs (file order: W_xc, b_c, [W_xc_static], W_hc, [P], [W_hr]) by role."""
-        return LstmWeights.split(list(blobs), _has_static(node, 2), LstmVariant.of(node))
+        if num_layers(node) > 1:
+            raise UnsupportedLayerError(
+                f"recurrent_param.num_layers is {num_layers(node)}: the weight layouts hold "
+                "one level", node.label, "write the stack as one layer per level")
+        return LstmWeights.split(list(blobs), has_static(node, 2), LstmVariant.of(node))
 
     @staticmethod
     def file_order(node: Node, w: LstmWeights) -> list:
@@ -79,13 +141,13 @@ class LSTM(Op):
 
     @staticmethod
     def caffe(ctx, node: Node) -> dict[str, Any]:
-        return _write_recurrent(node)
+        return write_recurrent(node)
     n_bottoms = (2, 5)
     n_tops = (1, 3)
 
     @staticmethod
     def parse(ctx, p):
-        return _parse_recurrent(p)
+        return parse_recurrent(p)
 
     @staticmethod
     def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
@@ -93,15 +155,17 @@ class LSTM(Op):
         variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
         width, r = variant.recurrent_width(hidden), variant.recurrent_name
         if node.attrs["expose_hidden"]:
-            _check_top_count(node, 3, f"{r}, {r}_T, c_T")
+            check_top_count(node, 3, f"{r}, {r}_T, c_T")
             return (steps, batch, width), (1, batch, width), (1, batch, hidden)
-        _check_top_count(node, 1, r, f"{r}_T and c_T are tops only with expose_hidden")
+        check_top_count(node, 1, r, f"{r}_T and c_T are tops only with expose_hidden")
         return ((steps, batch, width),)
 
     @staticmethod
     def blobs(ctx, node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
         _, _, inputs, static = _lstm_layout(node, shapes)
         variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
+        if num_layers(node) > 1:
+            return _stack_blobs(inputs, hidden, num_layers(node))
         gates = len(CAFFE_GATES) * hidden
         static_blob = (("W_xc_static", (gates, static)),) if static is not None else ()
         peephole = (("P", (len(PEEPHOLE_GATES), hidden)),) if variant.peephole else ()
@@ -111,22 +175,24 @@ class LSTM(Op):
 
     @staticmethod
     def numpy(ctx, node: Node, *arrays):
-        x, cont, x_static, exposed, blobs = _split_arrays(node, arrays, 2)
+        x, cont, x_static, exposed, blobs = split_arrays(node, arrays, 2)
         variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
+        if num_layers(node) > 1:
+            return as_float32(_run_stack(x, cont, blobs, hidden))
         w = LstmWeights.split(blobs, x_static is not None, variant)
         batch = x.shape[1]
         # W_xc_x_t + W_xc_x_static: the static term is the same at every step
-        x_proj = _project_inputs(x, w.w_xc, w.b_c) + _project_static(x_static, w.w_xc_static)
-        r0 = _initial_state(exposed, 0, batch, variant.recurrent_width(hidden))
-        c0 = _initial_state(exposed, 1, batch, hidden)
-        r, r_last, c_last = _run_lstm(x_proj, cont, r0, c0, w, variant)
+        x_proj = project_inputs(x, w.w_xc, w.b_c) + project_static(x_static, w.w_xc_static)
+        r0 = initial_state(exposed, 0, batch, variant.recurrent_width(hidden))
+        c0 = initial_state(exposed, 1, batch, hidden)
+        r, r_last, c_last = run_lstm(x_proj, cont, r0, c0, w, variant)
         if node.attrs["expose_hidden"]:
-            return _float32(r, r_last[None], c_last[None])
-        return _float32(r)
+            return as_float32(r, r_last[None], c_last[None])
+        return as_float32(r)
 
 
 @register_op
-class RNN(Op):
+class RNN(RecurrentOp):
     """Caffe's vanilla RNN over T steps (recurrent_param: num_output H, expose_hidden).
 
     Bottoms x (T, N, ...), cont (T, N), [x_static (N, ...)], [h_0 (1, N, H)]; tops o (T, N, H)
@@ -138,9 +204,7 @@ class RNN(Op):
     """
 
     type = "RNN"
-    tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
-    param = "recurrent_param"
-    recurrent = RecurrentSpec(states=("h",))
+    recurrent = RecurrentSpec(states=("h",), widths=state_widths)
     expand = staticmethod(expansion.expand_rnn)
     # ONNX's own RNN operator plus the output layer where it is exact (``native``)
     onnx = staticmethod(native.rnn_onnx)
@@ -148,22 +212,22 @@ class RNN(Op):
 
     @staticmethod
     def caffe(ctx, node: Node) -> dict[str, Any]:
-        return _write_recurrent(node)
+        return write_recurrent(node)
     n_bottoms = (2, 4)
     n_tops = (1, 2)
 
     @staticmethod
     def parse(ctx, p):
-        return _parse_recurrent(p)
+        return parse_recurrent(p)
 
     @staticmethod
     def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
         steps, batch, _, _ = _rnn_layout(node, shapes)
         hidden = node.attrs["num_output"]
         if node.attrs["expose_hidden"]:
-            _check_top_count(node, 2, "o, h_T")
+            check_top_count(node, 2, "o, h_T")
             return (steps, batch, hidden), (1, batch, hidden)
-        _check_top_count(node, 1, "o", "h_T is a top only with expose_hidden")
+        check_top_count(node, 1, "o", "h_T is a top only with expose_hidden")
         return ((steps, batch, hidden),)
 
     @staticmethod
@@ -176,24 +240,25 @@ class RNN(Op):
 
     @staticmethod
     def numpy(ctx, node: Node, *arrays):
-        x, cont, x_static, exposed, blobs = _split_arrays(node, arrays, 1)
+        x, cont, x_static, exposed, blobs = split_arrays(node, arrays, 1)
         w_xh, b_h, *w_static, w_hh, w_ho, b_o = blobs
         # W_xh_x_t + W_xh_x_static: the static term is the same at every step
-        x_proj = _project_inputs(x, w_xh, b_h) + _project_static(x_static, (w_static or [None])[0])
-        h = _initial_state(exposed, 0, x.shape[1], node.attrs["num_output"])
+        x_proj = project_inputs(x, w_xh, b_h) + project_static(x_static, (w_static or [None])[0])
+        h = initial_state(exposed, 0, x.shape[1], node.attrs["num_output"])
         outputs = []
         for x_proj_t, cont_t in zip(x_proj, cont):
-            o, h = _rnn_step(x_proj_t, cont_t, h, w_hh, w_ho, b_o)
+            o, h = rnn_step(x_proj_t, cont_t, h, w_hh, w_ho, b_o)
             outputs.append(o)
         if node.attrs["expose_hidden"]:
-            return _float32(np.stack(outputs), h[None])
-        return _float32(np.stack(outputs))
+            return as_float32(np.stack(outputs), h[None])
+        return as_float32(np.stack(outputs))
 
 
 def _rnn_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int, int | None]:
-    """No extension fields, then the bottoms; returns T, N, I and S (or None)."""
-    _reject_extensions(node)
-    return _recurrent_layout(node, shapes, (("h_0", node.attrs["num_output"]),))
+    """No extension fields nor stack, then the bottoms; returns T, N, I and S (or None)."""
+    check_stack(node, shapes)
+    reject_extensions(node)
+    return recurrent_layout(node, shapes, (("h_0", node.attrs["num_output"]),))
 
 
 # ---- the forks' type "Lstm": junhyukoh/caffe-lstm (caffe_ocr, CTPN) and a hidden_size one ------
@@ -202,13 +267,15 @@ def _rnn_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int, i
 def _parse_fork(ctx: Any, p: Any) -> dict[str, Any]:
     """lstm_param, told apart by the fields a layer sets (the forks share the type "Lstm"):
 
-    - ``num_output`` (with batch_size): junhyukoh/caffe-lstm's, adopted by caffe_ocr and CTPN;
+    - ``num_output`` (with batch_size, None when not written: fork_rules says which Reshape
+      applies): junhyukoh/caffe-lstm's, adopted by caffe_ocr and CTPN;
     - ``hidden_size`` (with sequence_len): fanchenyou/deepdiary's, a port of Karpathy's
       neuraltalk LSTM: rows t·N + n of x (T·N, …) with T = sequence_len + 1, width = H;
     - neither: a fork configured otherwise (by recurrent_param, say), whose math is unknown.
     """
     if p.has("num_output"):
-        return {"num_output": p.num_output, "batch_size": p.batch_size}
+        return {"num_output": p.num_output,
+                "batch_size": p.batch_size if p.has("batch_size") else None}
     if p.has("hidden_size"):
         return {"hidden_size": p.hidden_size, "sequence_len": p.sequence_len}
     raise UnsupportedLayerError(
@@ -219,96 +286,9 @@ def _parse_fork(ctx: Any, p: Any) -> dict[str, Any]:
         "BVLC's LSTM with recurrent_param")
 
 
-@dataclass(frozen=True)
-class _ForkView:
-    """A fork Lstm's sizes: T, N, I, H, and whether x and the top are (T·N, …) rows."""
-
-    steps: int
-    batch: int
-    inputs: int
-    hidden: int
-    flat: bool
-
-
-def _fork_view(node: Node, shapes: tuple[Shape, ...]) -> _ForkView:
-    """Checks the bottoms of either schema; returns its sizes."""
-    if "hidden_size" in node.attrs:
-        steps, batch, hidden = _rows_layout(node, shapes)
-        return _ForkView(steps, batch, hidden, hidden, True)
-    steps, batch, inputs = _fork_layout(node, shapes)
-    return _ForkView(steps, batch, inputs, node.attrs["num_output"], len(shapes[0]) == 2)
-
-
-def _rows_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int]:
-    """The hidden_size schema (deepdiary's LayerSetUp): one bottom x (T·N, …) of width H,
-    T = sequence_len + 1, N = rows / T; returns T, N, H."""
-    hidden, steps = node.attrs["hidden_size"], node.attrs["sequence_len"] + 1
-    if hidden <= 0:
-        raise shape_error(node, f"hidden_size is {hidden}, expected > 0",
-                          "set lstm_param.hidden_size")
-    if len(shapes) != 1:
-        raise shape_error(node, f"expected 1 bottom (x), found {len(shapes)}",
-                          "the hidden_size Lstm has no clip bottom: each call starts from zeros")
-    _check_top_count(node, 1, "h")
-    x = shapes[0]
-    if len(x) < 2 or x[0] % steps or count(x, 1) != hidden:
-        raise shape_error(node, f"x must be (T·N, H) with T = sequence_len + 1 = {steps} and H = "
-                          f"hidden_size = {hidden}, found {tuple(x)}",
-                          "this Lstm reads rows t·N + n as wide as its hidden state")
-    return steps, x[0] // steps, hidden
-
-
 def _expand_fork(b, node: Node) -> None:
-    """junhyukoh's schema as it is; the hidden_size one as the same cell on (T·N, H) rows with
-    N = rows / T and no clip (the state starts at zero, as in deepdiary's Forward)."""
-    if "hidden_size" not in node.attrs:
-        expansion.expand_fork_lstm(b, node)
-        return
-    view = _fork_view(node, tuple(v.shape for v in node.inputs))
-    x = node.inputs[0]
-    if len(x.shape) != 2:
-        # x as (T·N, H) rows
-        rows_shape = (x.shape[0], view.inputs)
-        x = b.reshape("x_rows", x, [-1, view.inputs])
-        x.shape = rows_shape
-    rows = Node(node.name, node.op, [x], list(node.outputs),
-                {"num_output": view.hidden, "batch_size": view.batch}, list(node.weights),
-                origin=node.origin, where=node.where)
-    expansion.expand_fork_lstm(b, rows)
-
-
-def _fork_layout(node: Node, shapes: tuple[Shape, ...]) -> tuple[int, int, int]:
-    """Validates a fork Lstm's x and optional clip; returns T, N, I."""
-    _check_num_output(node, node.attrs["num_output"], "lstm_param")
-    if len(shapes) not in (1, 2):
-        raise shape_error(node, f"expected 1 or 2 bottoms (x, [clip]), found {len(shapes)}")
-    _check_top_count(node, 1, "h")
-    steps, batch, inputs = _fork_sequence(node, shapes[0])
-    if len(shapes) == 2:
-        _check_clip(node, shapes[0], shapes[1], steps, batch)
-    return steps, batch, inputs
-
-
-def _fork_sequence(node: Node, x: Shape) -> tuple[int, int, int]:
-    """T, N, I: 2-D x is junhyukoh's (T·N, I) with N = batch_size; else (T, N, ...)."""
-    if len(x) >= 3:
-        _check_x(node, x)
-        return x[0], x[1], count(x, 2)
-    batch = node.attrs["batch_size"]
-    if len(x) != 2 or batch <= 0 or x[0] < 1 or x[0] % batch:
-        raise shape_error(
-            node, f"x must be (T·N, I) with N = batch_size = {batch}, or (T, N, ...); "
-            f"found {tuple(x)}", "set lstm_param.batch_size to the number of streams")
-    return x[0] // batch, batch, x[1]
-
-
-def _check_clip(node: Node, x: Shape, clip: Shape, steps: int, batch: int) -> None:
-    """clip is (T, N) for a (T, N, ...) x, and any shape of T·N values for a 2-D x."""
-    if len(x) >= 3:
-        _check_exact(node, "clip", clip, (steps, batch))
-    elif count(clip) != steps * batch:
-        raise shape_error(node, f"clip must hold T·N = {steps * batch} values, "
-                          f"found {count(clip)} (shape {tuple(clip)})")
+    """Either schema as Caffe's cell on (T, N, I), rows reshaped there and back."""
+    expansion.expand_fork_lstm(b, node, fork_view(node, tuple(v.shape for v in node.inputs)))
 
 
 @register_op
@@ -317,19 +297,25 @@ class Lstm(Op):
     batch_size), or fanchenyou/deepdiary's (lstm_param: hidden_size H, sequence_len).
 
     Same cell as ``LSTM`` with clip in the role of cont, and blobs W_x (4H, I), W_h (4H, H),
-    b (4H) (gate blocks i, f, o, g). junhyukoh: a 2-D x is (T·N, I), row t·N + n,
-    N = batch_size, with top (T·N, H) and clip of T·N values; x with 3 or more axes is
-    (T, N, ...) with top (T, N, H) and clip (T, N). hidden_size: x (T·N, …) of width I = H,
-    T = sequence_len + 1, N = rows / T, top (T·N, H), no clip. Without a clip bottom
+    b (4H) (gate blocks i, f, o, g). junhyukoh's Reshape (fork_rules: a 2-D x, batch_size
+    written, or a clip of T·N values): x is T·N rows of I = count / num values, row t·N + n,
+    N = batch_size (default 1), top (T·N, H), clip T·N values; otherwise caffe_ocr's and
+    CTPN's: x (T, N, ...), top (T, N, H), clip (T, N). hidden_size: x (T·N, …) of width
+    I = H, T = sequence_len + 1, N = rows / T, top (T·N, H), no clip. Without a clip bottom
     clip_t = 0 at t = 0 and 1 after. Each call starts from zeros (no carry-over).
     clipping_threshold only clips gradients and is ignored. An lstm_param with neither
     num_output nor hidden_size is refused (_parse_fork).
     """
 
     type = "Lstm"
+    #: Whether the layer always reads junhyukoh's rows (fork_rules), never time-major.
+    rows_only: ClassVar[bool] = False
+    limits = ("the fork tests clip ≠ 0 where this multiplies by clip (the same for clips of "
+              "0 and 1); with a clip bottom the fork carries the previous call's state in, "
+              "here each call starts from zeros (exact where clip_0 = 0)")
     origin = ("junhyukoh/caffe-lstm@598d454 (adopted by senlinuc/caffe_ocr@81642f6 and "
               "tianzhi0549/CTPN@f77ec9e)")
-    tensorrt_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
+    tensorrt_missing_reason = EXPANDED_FIRST
     param = "lstm_param"
     # clip plays cont; no static input; each call starts from zeros (no expose_hidden)
     recurrent = RecurrentSpec(states=("h", "c"), static_bottom=None, exposable=False,
@@ -354,14 +340,14 @@ class Lstm(Op):
 
     @staticmethod
     def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
-        v = _fork_view(node, shapes)
+        v = fork_view(node, shapes)
         if v.flat:
             return ((v.steps * v.batch, v.hidden),)
         return ((v.steps, v.batch, v.hidden),)
 
     @staticmethod
     def blobs(ctx, node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:
-        v = _fork_view(node, shapes)
+        v = fork_view(node, shapes)
         gates = len(CAFFE_GATES) * v.hidden
         return ("W_x", (gates, v.inputs)), ("W_h", (gates, v.hidden)), ("b", (gates,))
 
@@ -369,19 +355,34 @@ class Lstm(Op):
     def numpy(ctx, node: Node, *arrays):
         x, *clip_bottom = [np.asarray(a, np.float64) for a in arrays[:len(node.inputs)]]
         w_x, w_h, b = [np.asarray(a, np.float64) for a in arrays[len(node.inputs):]]
-        v = _fork_view(node, tuple(a.shape for a in arrays[:len(node.inputs)]))
+        v = fork_view(node, tuple(a.shape for a in arrays[:len(node.inputs)]))
         clip = (clip_bottom[0].reshape(v.steps, v.batch) if clip_bottom
                 else _fresh_clip(v.steps, v.batch))
-        x_proj = _project_inputs(x.reshape(v.steps, v.batch, v.inputs), w_x, b)
+        x_proj = project_inputs(x.reshape(v.steps, v.batch, v.inputs), w_x, b)
         zeros = np.zeros((v.batch, v.hidden))
-        h, _, _ = _run_lstm(x_proj, clip, zeros, zeros, LstmWeights(w_x, b, w_h), LstmVariant())
-        return _float32(h.reshape(v.steps * v.batch, v.hidden) if v.flat else h)
+        h, _, _ = run_lstm(x_proj, clip, zeros, zeros, LstmWeights(w_x, b, w_h), LstmVariant())
+        return as_float32(h.reshape(v.steps * v.batch, v.hidden) if v.flat else h)
 
 
-def _has_static(node: Node, n_states: int) -> bool:
-    """Whether an LSTM/RNN has the x_static bottom: x, cont, [x_static], [exposed states]."""
-    exposed = n_states if node.attrs.get("expose_hidden") else 0
-    return len(node.inputs) - 2 - exposed == 1
+@register_op
+class LSTMSimple(Lstm):
+    """MyCaffe's LSTMSimple (lstm_simple_param: num_output H, batch_size N): a port of
+    junhyukoh's Lstm with its Reshape (x is T·N rows of I = count / num, top (T·N, H), a clip
+    of T·N values) and its blobs W_x (4H, I), W_h (4H, H), b (4H); so the same op, read with
+    the rows reading always. enable_clockwork_forgetgate_bias only fills the bias at
+    initialisation, clipping_threshold only clips gradients: both are ignored."""
+
+    type = "LSTMSimple"
+    origin = ("MyCaffe/MyCaffe@4245eef (LSTMSimpleLayer.cs: LayerSetUp, Reshape and blobs of "
+              "junhyukoh/caffe-lstm's Lstm, whose Forward its lstm_fwd kernel ports)")
+    limits = ("the clip is multiplied in, where the fork tests clip ≠ 0 (the same for 0 and 1); "
+              "each call starts from zeros (exact where clip_0 = 0)")
+    param = "lstm_simple_param"
+    rows_only = True
+
+    @staticmethod
+    def parse(ctx, p):
+        return {"num_output": p.num_output, "batch_size": p.batch_size}
 
 
 def _fresh_clip(steps: int, batch: int) -> np.ndarray:

@@ -19,7 +19,7 @@ When the two are exactly the same computation (the exactness rules, decided per 
    - a cont fed by the caller (a net input) or computed from one: refused, whatever its
      values will be, since one 0 in the middle of a sequence would reset one stream;
    - a constant cont (DummyData, ContinuationIndicator, or layers of constants only, folded
-     here with the numpy facets): exact iff cont_t = 1 for every t >= 1 and every stream (then
+     by ``cont.read_cont``): exact iff cont_t = 1 for every t >= 1 and every stream (then
      r̃ = 1·r, c̃ = 1·c are the states themselves) and cont_0 is finite. Step 0 only scales the
      initial state: from zeros (``--state zero``, or the fork) cont_0·0 = 0 whatever cont_0 is;
      from given h_0, c_0 (``expose_hidden``, ``--state io``) the initial states become
@@ -54,7 +54,10 @@ import numpy as np
 from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Node, Value
 from caffe_lstm.ops.recurrent.cell import LstmVariant, LstmWeights, onnx_lstm_arrays
-from caffe_lstm.ops.registry import count, get_op
+from caffe_lstm.ops.recurrent.cont import ContReading, read_cont
+from caffe_lstm.ops.recurrent.fork_rules import ForkView, fork_view
+from caffe_lstm.ops.recurrent.rules import has_static, num_layers
+from caffe_lstm.ops.registry import count, recurrent_spec
 
 #: ONNX activation (name, alpha or None) of each RecurrentActivation it can express.
 _ACTIVATIONS = {"TANH": ("Tanh", None), "SIGMOID": ("Sigmoid", None), "RELU": ("Relu", None),
@@ -64,26 +67,9 @@ _ACTIVATIONS = {"TANH": ("Tanh", None), "SIGMOID": ("Sigmoid", None), "RELU": ("
 # ---- the exactness rules ------------------------------------------------------------------------
 
 
-def constant_value(value: Value) -> np.ndarray | None:
-    """The array ``value`` always holds when only constants compute it (layers without bottoms,
-    or whose bottoms are such constants, weights included); None when it depends on a net
-    input or on a layer that runs a subgraph."""
-    producer = value.producer
-    if producer is None:
-        return None
-    op = get_op(producer.op)
-    if op is None or op.holds_subgraph:
-        return None
-    bottoms = [constant_value(v) for v in producer.inputs]
-    if any(b is None for b in bottoms) or any(w.data is None for w in producer.weights):
-        return None
-    results = op.numpy(None, producer, *bottoms, *[w.data for w in producer.weights])
-    return np.asarray(results[producer.outputs.index(value)], np.float64)
-
-
-def _cont_refusal(node: Node, cont: Value, what: str, steps: int, batch: int) -> str | None:
+def _cont_refusal(cont: ContReading, what: str, steps: int, batch: int) -> str | None:
     """Why a cont (``what``: cont or clip) makes ONNX's operator differ from Caffe's layer."""
-    values = constant_value(cont)
+    values, cont = cont.constant, cont.value
     if values is None:
         source = ("a net input" if cont.producer is None else
                   f"computed by layer '{cont.producer.name}' from values known at run time")
@@ -103,17 +89,19 @@ def _cont_refusal(node: Node, cont: Value, what: str, steps: int, batch: int) ->
 
 def _recurrent_refusal(node: Node) -> str | None:
     """The rules shared by LSTM and RNN: no x_static, a constant cont of 1 after t = 0."""
-    x, cont = node.inputs[0], node.inputs[1]
-    exposed = len(get_op(node.op).recurrent.states) if node.attrs.get("expose_hidden") else 0
-    if len(node.inputs) - 2 - exposed == 1:
-        return (f"it has a static input '{node.inputs[2].name}', whose term differs per stream "
-                "but not per step: ONNX's operator has no place for it")
-    return _cont_refusal(node, cont, "cont", x.shape[0], x.shape[1])
+    x, spec = node.inputs[0], recurrent_spec(node.op)
+    if has_static(node, len(spec.states)):
+        return (f"it has a static input '{node.inputs[spec.static_bottom].name}', whose term "
+                "differs per stream but not per step: ONNX's operator has no place for it")
+    return _cont_refusal(read_cont(node), "cont", x.shape[0], x.shape[1])
 
 
 def lstm_refusal(node: Node) -> str | None:
     """Why ONNX's LSTM cannot compute this LSTM exactly, or None (the module's rules)."""
     variant = LstmVariant.of(node)
+    if num_layers(node) > 1:
+        return (f"it stacks num_layers: {num_layers(node)} levels in one layer; the default "
+                "export writes the stack level by level")
     if variant.num_proj:
         return (f"it has a recurrent projection (num_proj: {variant.num_proj}), "
                 "which ONNX's LSTM has not")
@@ -134,10 +122,11 @@ def rnn_refusal(node: Node) -> str | None:
 
 def fork_refusal(node: Node) -> str | None:
     """Why ONNX's LSTM cannot compute this fork Lstm exactly, or None."""
-    if len(node.inputs) == 1:
+    clip = read_cont(node)
+    if clip is None:
         return None  # the implicit clip: 0 at t = 0 (on a zero state), 1 after
-    steps, batch, _, _ = _fork_sizes(node)
-    return _cont_refusal(node, node.inputs[1], "clip", steps, batch)
+    view = _fork_view(node)
+    return _cont_refusal(clip, "clip", view.steps, view.batch)
 
 
 # ---- the ONNX nodes -----------------------------------------------------------------------------
@@ -161,7 +150,7 @@ def _initial_states(ctx, node: Node, states: list[str]) -> list[str]:
     """The given initial states, times cont_0 where cont_0 differs from 1 (Caffe's r̃_0)."""
     if not states:
         return []
-    cont = constant_value(node.inputs[1])[0].reshape(1, -1, 1)
+    cont = read_cont(node).constant[0].reshape(1, -1, 1)
     if np.all(cont == 1.0):
         return states
     scale = ctx.constant(cont.astype(np.float32), "cont_0")
@@ -226,28 +215,23 @@ def rnn_onnx(ctx, node: Node, *names: str) -> tuple[str, ...]:
     return (ctx.add("Tanh", [o_input], suffix="o")[0], *results[1:])
 
 
-def _fork_sizes(node: Node) -> tuple[int, int, int, bool]:
-    """T, N, I of a fork Lstm and whether its x and top are (T·N, …) rows."""
-    from caffe_lstm.ops.recurrent.layers import _fork_view
-
-    view = _fork_view(node, tuple(v.shape for v in node.inputs))
-    return view.steps, view.batch, view.inputs, view.flat
+def _fork_view(node: Node) -> ForkView:
+    return fork_view(node, tuple(v.shape for v in node.inputs))
 
 
 def fork_onnx(ctx, node: Node, *names: str) -> tuple[str, ...]:
     """The fork's Lstm as one ONNX LSTM node (rows reshaped to (T, N, I) and back)."""
     _refuse(node, fork_refusal(node))
-    steps, batch, inputs, flat = _fork_sizes(node)
-    hidden = node.attrs.get("num_output") or node.attrs["hidden_size"]
+    view = _fork_view(node)
     w_x, w_h, b = (v.data for v in node.weights)
     x = names[0]
-    if flat:
+    if view.flat:
         # rows t·N + n: (T, N, I) with N = batch_size (junhyukoh) or T = sequence_len + 1
-        shape = [-1, batch, inputs] if "hidden_size" not in node.attrs else [steps, -1, inputs]
-        x = ctx.add("Reshape", [x, ctx.ints(shape, "x_shape")], suffix="x_sequence")[0]
+        x = ctx.add("Reshape", [x, ctx.ints(view.sequence_dims(), "x_shape")],
+                    suffix="x_sequence")[0]
     else:
         x = _sequence(ctx, x, node.inputs[0])
-    (y,) = _lstm_node(ctx, x, LstmWeights(w_x, b, w_h), LstmVariant(), hidden, [], 0)
-    if flat:
-        y = ctx.add("Reshape", [y, ctx.ints([-1, hidden], "h_shape")], suffix="h_rows")[0]
+    (y,) = _lstm_node(ctx, x, LstmWeights(w_x, b, w_h), LstmVariant(), view.hidden, [], 0)
+    if view.flat:
+        y = ctx.add("Reshape", [y, ctx.ints([-1, view.hidden], "h_shape")], suffix="h_rows")[0]
     return (y,)

@@ -1,0 +1,21 @@
+"""The emitted TensorRT network checked without a GPU: ``verify``'s TensorRT column."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from caffe_lstm.backends.tensorrt.build import BuildOptions, emit
+from caffe_lstm.backends.tensorrt.network_eval import evaluate_network
+from caffe_lstm.backends.tensorrt.runtime import Runtime
+from caffe_lstm.ir.graph import Graph
+
+
+def evaluate_emitted(runtime: Runtime, graph: Graph, feeds: Mapping[str, np.ndarray],
+                     fp16: bool) -> dict[str, np.ndarray]:
+    """The network emitted for ``graph`` evaluated with numpy, walked through the TensorRT
+    API; the outputs as float32."""
+    _, network, _ = emit(runtime, graph, BuildOptions(fp16=fp16))
+    results = evaluate_network(runtime.trt, network, dict(feeds))
+    return {name: array.astype(np.float32) for name, array in results.items()}

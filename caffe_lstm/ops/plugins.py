@@ -1,0 +1,476 @@
+"""Layer types written outside caffe-lstm: plugins (docs/plugins.md).
+
+A plugin is a Python module (or package) whose ``Op`` subclasses are registered with
+``caffe_lstm.ops.register_op`` while the module is imported. It is found
+
+- through the entry-point group ``caffe_lstm.ops`` of any installed distribution, loaded only
+  when a net has a layer type no built-in op knows, or when ``inspect`` lists the plugins
+  (``load_installed_plugins``); or
+- explicitly: ``load_plugins(["my_layers.py", "my_package.ops", MyOp])`` (the API's
+  ``plugins=``).
+
+While a plugin is being loaded, ``register_op``
+
+- refuses a type caffe-lstm (or another plugin) already has, unless ``override=True``;
+- completes what the class does not define: a missing ``tensorrt``/``onnx`` facet gets a
+  ``*_missing_reason`` naming the plugin (only building an engine / exporting fails), a missing
+  ``infer``/``numpy``/``expand``/``roles``/``file_order`` raises ``PluginError`` naming the
+  plugin and the facet when a command calls it;
+- wraps every facet the plugin defines so that an exception escaping it becomes one
+  ``PluginError`` naming the plugin, its module and line, the layer and the facet (the
+  plugin's traceback stays on ``__cause__``); the ``CaffeLstmError`` a plugin raises on
+  purpose passes unchanged.
+
+Nothing here knows protobuf: a plugin's own parameter message is declared with ``ParamField``
+(``Op.param_fields``) and read from the prototxt's text by the frontend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
+from caffe_lstm.ir.graph import Graph, Node
+from caffe_lstm.ops import registry
+from caffe_lstm.ops.registry import (FACETS, Op, check_facet, claimed_facets, get_op, has_facet,
+                                     restore_registry, snapshot_registry)
+
+#: The entry-point group installed plugins declare (``[project.entry-points."caffe_lstm.ops"]``).
+ENTRY_POINT_GROUP = "caffe_lstm.ops"
+#: The docs page the hints point to.
+DOC = "docs/plugins.md"
+#: Facets whose absence makes only the commands that call them fail (they raise when called).
+_RAISING_WHEN_MISSING = ("infer", "numpy", "expand", "roles", "file_order")
+#: The commands that need each facet, for the error of a plugin without it.
+_NEEDED_BY = {"infer": "every command (shapes are inferred when a net is loaded)",
+              "numpy": "running the net with numpy (run, verify)",
+              "expand": "the recurrent rewrite (every command but inspect)",
+              "roles": "moving the layer's weights (weights export|import)",
+              "file_order": "moving the layer's weights (weights export|import)"}
+
+
+class PluginError(CaffeLstmError):
+    """A plugin that cannot be loaded, refuses to register, or whose facet raised."""
+
+
+@dataclass(frozen=True)
+class ParamField:
+    """One field of a plugin's own parameter message (``Op.param_fields``), read by name from
+    the prototxt's text so that no change to caffe-lstm's caffe.proto is needed.
+
+    Attributes:
+        type: ``int``, ``float``, ``bool`` or ``str``; or None with ``choices`` (an enum, its
+            values written unquoted) or ``fields`` (a nested message).
+        default: the value of an absent field (proto2 default; None: the type's zero).
+        repeated: the field may be written several times (read as a list).
+        choices: the enum value names, in number order.
+        fields: a nested message's fields.
+    """
+
+    type: type | None = None
+    default: Any = None
+    repeated: bool = False
+    choices: tuple[str, ...] = ()
+    fields: dict[str, ParamField] | None = None
+
+    def __post_init__(self) -> None:
+        kinds = (self.type is not None) + bool(self.choices) + (self.fields is not None)
+        if kinds != 1 or self.type not in (None, int, float, bool, str):
+            raise TypeError("a ParamField has one of: type (int, float, bool, str), choices "
+                            "(an enum) or fields (a nested message)")
+
+
+@dataclass
+class Plugin:
+    """A loaded plugin: how it was named, the module it imported, the types it registered.
+
+    Attributes:
+        name: what named it: the entry point's name, the file, the module, or the class.
+        how: ``"entry point"``, ``"file"``, ``"module"`` or ``"class"``.
+        module: the module imported (a file plugin's generated name).
+        path: the module's file, or "".
+        types: the layer types it registered; ``overrides``: those that replaced a built-in.
+        distribution: the installed distribution that declared the entry point, or "".
+    """
+
+    name: str
+    how: str
+    module: str
+    path: str = ""
+    types: list[str] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+    distribution: str = ""
+    #: Why it could not be loaded (the error line), for ``inspect``'s listing; "" when loaded.
+    error: str = ""
+
+    @property
+    def label(self) -> str:
+        """``plugin 'normalize' (entry point of caffe-lstm-normalize)``, for messages."""
+        source = f"entry point of {self.distribution}" if self.distribution else self.how
+        return f"plugin '{self.name}' ({source})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "how": self.how, "module": self.module, "path": self.path,
+                "distribution": self.distribution or None, "types": list(self.types),
+                "overrides": list(self.overrides), "error": self.error or None}
+
+
+@dataclass
+class _State:
+    loaded: dict[str, Plugin] = field(default_factory=dict)  # key: module name or file path
+    installed_done: bool = False
+    failed: list[Plugin] = field(default_factory=list)  # installed ones that did not load
+    current: Plugin | None = None  # the plugin whose module is being imported
+
+
+_STATE = _State()
+
+
+def loaded_plugins() -> list[Plugin]:
+    """The plugins loaded so far, in load order."""
+    return list(_STATE.loaded.values())
+
+
+def failed_plugins() -> list[Plugin]:
+    """The installed plugins that failed to load (``Plugin.error`` says why)."""
+    return list(_STATE.failed)
+
+
+def plugin_of(op_type: str) -> Plugin | None:
+    """The plugin that registered ``op_type``, or None (a built-in)."""
+    for plugin in _STATE.loaded.values():
+        if op_type in plugin.types:
+            return plugin
+    return None
+
+
+# ---- registering -----------------------------------------------------------------------------
+
+
+def register_op(cls: type[Op] | None = None, *, override: bool = False) -> Any:
+    """Registers an op class under its Caffe type string; ``@register_op`` or
+    ``@register_op(override=True)``.
+
+    Built-in ops and ops registered outside a plugin load get the registry's strict checks.
+    While a plugin loads (``load_plugins``, an entry point), the class is admitted as that
+    plugin's (see the module docstring); ``override=True`` replaces a type caffe-lstm has.
+
+    Raises:
+        PluginError: a plugin's type that exists already, without ``override=True``.
+        TypeError: outside a plugin load, a class missing a facet it claims.
+    """
+    if cls is None:
+        return functools.partial(register_op, override=override)
+    plugin = _STATE.current
+    if plugin is None and override:
+        plugin = _class_plugin(cls)
+        _STATE.loaded.setdefault(f"class:{cls.__module__}.{cls.__qualname__}", plugin)
+    if plugin is None:
+        return registry.register_op(cls)
+    return _admit(cls, plugin, override)
+
+
+def _admit(cls: type[Op], plugin: Plugin, override: bool) -> type[Op]:
+    if not isinstance(cls, type) or not issubclass(cls, Op) or not cls.type:
+        raise PluginError(f"the {plugin.label} registers {cls!r}, which is not an Op subclass "
+                          "with a type", "", f"subclass caffe_lstm.ops.Op and set type, see {DOC}")
+    existing = get_op(cls.type)
+    if existing is cls:
+        return cls
+    if existing is not None and not override:
+        owner = plugin_of(cls.type)
+        has = f"the {owner.label}" if owner is not None else "caffe-lstm"
+        raise PluginError(f"the {plugin.label} defines layer type '{cls.type}', which {has} "
+                          "already defines", plugin.path or plugin.module,
+                          "register it with register_op(override=True) to replace it on purpose")
+    if not any("origin" in vars(c) for c in cls.__mro__ if c is not Op):
+        cls.origin = f"plugin {plugin.name}"
+    _complete(cls, plugin)
+    _attribute_errors(cls, plugin)
+    registry.register_op(cls, override=existing is not None)
+    previous = plugin_of(cls.type)
+    if previous is not None and previous is not plugin:
+        previous.types.remove(cls.type)
+    plugin.types.append(cls.type)
+    if existing is not None and previous is None:
+        plugin.overrides.append(cls.type)
+    return cls
+
+
+def _complete(cls: type[Op], plugin: Plugin) -> None:
+    """Gives a plugin's missing facets a reason (tensorrt, onnx) or a facet raising a
+    PluginError that names the plugin and the facet (the others it claims)."""
+    for facet in ("tensorrt", "onnx"):
+        if not has_facet(cls, facet) and not getattr(cls, f"{facet}_missing_reason"):
+            setattr(cls, f"{facet}_missing_reason",
+                    f"the {plugin.label} defines no {facet} facet")
+    for facet in claimed_facets(cls):
+        if facet in _RAISING_WHEN_MISSING and not has_facet(cls, facet):
+            setattr(cls, facet, staticmethod(_missing_facet(plugin, cls.type, facet)))
+
+
+def _missing_facet(plugin: Plugin, op_type: str, facet: str) -> Callable:
+    def missing(*args: Any, **kwargs: Any) -> Any:
+        node = next((a for a in args if isinstance(a, Node)), None)
+        raise PluginError(f"the {plugin.label} defines no {facet} facet for layer type "
+                          f"'{op_type}'", node.label if node is not None else "",
+                          f"{_NEEDED_BY[facet]} needs it: add it to the plugin, see {DOC}")
+    missing.__caffe_lstm_plugin__ = True
+    return missing
+
+
+def _attribute_errors(cls: type[Op], plugin: Plugin) -> None:
+    """Wraps every facet the plugin's own classes define (not those inherited from
+    caffe-lstm's ops) so that an escaping exception names the plugin."""
+    for facet in FACETS:
+        owner = next((c for c in cls.__mro__ if facet in vars(c)), None)
+        if owner is None or owner.__module__.startswith("caffe_lstm."):
+            continue
+        raw = vars(owner)[facet]
+        if isinstance(raw, (staticmethod, classmethod)):
+            function, kind = raw.__func__, type(raw)
+        else:  # a plain function: called on the class, so it behaves as a staticmethod
+            function, kind = raw, staticmethod
+        if getattr(function, "__caffe_lstm_plugin__", False):
+            continue
+        setattr(cls, facet, kind(_guarded(function, plugin, cls.type, facet)))
+
+
+def _guarded(function: Callable, plugin: Plugin, op_type: str, facet: str) -> Callable:
+    @functools.wraps(function)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except CaffeLstmError:
+            raise  # the plugin's own user-facing error (or a walker's), unchanged
+        except Exception as exc:
+            node = next((a for a in args if isinstance(a, Node)), None)
+            raise PluginError(
+                f"the {plugin.label} failed in the {facet} facet of '{op_type}': "
+                f"{failure(exc, plugin_files(plugin))}",
+                node.label if node is not None else "",
+                "a bug of the plugin, not of caffe-lstm: fix it or tell its author "
+                "(the traceback is the error's __cause__)") from exc
+    guarded.__caffe_lstm_plugin__ = True
+    return guarded
+
+
+def failure(exc: BaseException, files: Sequence[str]) -> str:
+    """``KeyError: 'x' (/path/foo/ops.py:23, in numpy, module foo.ops)``: the exception and
+    the innermost frame inside ``files`` (files or directories), else the innermost frame."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    roots = [Path(f).resolve() for f in files if f]
+    inside = [t for t in frames if _under(t.tb_frame.f_code.co_filename, roots)]
+    text = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+    if not (inside or frames):
+        if isinstance(exc, SyntaxError) and exc.filename:  # raised before any frame ran
+            return f"{text} ({exc.filename}:{exc.lineno})"
+        return text
+    frame = (inside or frames)[-1]
+    code, module = frame.tb_frame.f_code, frame.tb_frame.f_globals.get("__name__", "?")
+    return f"{text} ({code.co_filename}:{frame.tb_lineno}, in {code.co_name}, module {module})"
+
+
+def _under(filename: str, roots: Sequence[Path]) -> bool:
+    path = Path(filename).resolve()
+    return any(path == root or root in path.parents for root in roots)
+
+
+def plugin_files(plugin: Plugin) -> list[str]:
+    """Where the plugin's code lives: its top package's directory, or its one file."""
+    top = sys.modules.get(plugin.module.split(".")[0])
+    path = getattr(top, "__file__", None) or plugin.path
+    if path and Path(path).name == "__init__.py":
+        return [str(Path(path).parent)]
+    return [path] if path else []
+
+
+def noted_without_facet(notes: list[str], graph: Graph, facet: str, what: str) -> bool:
+    """Whether some node of ``graph`` lacks ``facet`` (a Python layer, a plugin without it);
+    if so appends ``what: <why>`` to ``notes`` (``verify`` skips that column)."""
+    try:
+        check_facet(graph, facet, "some layers have no such form")
+    except UnsupportedLayerError as exc:
+        notes.append(f"{what}: {exc.what}")
+        return True
+    return False
+
+
+def listed_plugins(installed: bool = True) -> list[Plugin]:
+    """The plugins as ``inspect`` lists them: those loaded so far (with ``installed``, the
+    installed ones loaded first, those that fail to load last, with ``Plugin.error``)."""
+    if not installed:
+        return loaded_plugins()
+    load_installed_plugins(strict=False)
+    return loaded_plugins() + failed_plugins()
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+
+def load_plugins(specs: Sequence[str | Path | type[Op]]) -> list[Plugin]:
+    """Loads plugins named explicitly: a ``.py`` file, an importable module name, or an
+    ``Op`` subclass (registered as a plugin of its own). Loading one twice does nothing.
+
+    Raises:
+        PluginError: a file or module that cannot be imported, that raises while imported,
+            or that registers no layer type; one line naming it.
+    """
+    plugins = []
+    for spec in specs:
+        if isinstance(spec, type):
+            plugins.append(_load_class(spec))
+        elif str(spec).endswith(".py") or Path(spec).is_file() or isinstance(spec, Path):
+            plugins.append(_load_file(Path(spec)))
+        else:
+            plugins.append(_load_module(str(spec)))
+    return plugins
+
+
+def load_installed_plugins(strict: bool = True) -> list[Plugin]:
+    """Loads, once, every plugin declared in the entry-point group ``caffe_lstm.ops`` of the
+    installed distributions; returns them. ``strict=False`` (``inspect``'s listing) skips a
+    plugin that fails to load instead of raising."""
+    if not _STATE.installed_done:
+        _STATE.installed_done = True
+        _STATE.failed = []
+        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                _load_entry_point(entry)
+            except PluginError as exc:
+                if strict:
+                    _STATE.installed_done = False
+                    raise
+                _STATE.failed.append(_entry_plugin(entry, error=exc.line()))
+    return [p for p in _STATE.loaded.values() if p.how == "entry point"]
+
+
+def _load_entry_point(entry: importlib.metadata.EntryPoint) -> Plugin:
+    plugin = _entry_plugin(entry)
+    module = plugin.module
+    if module in _STATE.loaded:
+        return _STATE.loaded[module]
+    with _loading(plugin, module):
+        loaded = entry.load()
+        if isinstance(loaded, type) and issubclass(loaded, Op):
+            register_op(loaded)
+    return plugin
+
+
+def _entry_plugin(entry: importlib.metadata.EntryPoint, error: str = "") -> Plugin:
+    dist = getattr(entry, "dist", None)
+    name = (dist.metadata["Name"] if dist is not None else None) or ""
+    return Plugin(entry.name, "entry point", entry.value.split(":", 1)[0].strip(),
+                  distribution=name, error=error)
+
+
+def _load_module(name: str) -> Plugin:
+    if name in _STATE.loaded:
+        return _STATE.loaded[name]
+    plugin = Plugin(name, "module", name)
+    with _loading(plugin, name):
+        importlib.import_module(name)
+    return plugin
+
+
+def _load_file(path: Path) -> Plugin:
+    if not path.is_file():
+        raise PluginError(f"the plugin file {path} does not exist", str(path),
+                          "name a .py file or an importable module")
+    key = str(path.resolve())
+    if key in _STATE.loaded:
+        return _STATE.loaded[key]
+    module = f"caffe_lstm_plugin_{zlib.crc32(key.encode()):08x}_{path.stem}"
+    plugin = Plugin(str(path), "file", module, path=key)
+    with _loading(plugin, key):
+        spec = importlib.util.spec_from_file_location(module, path)
+        if spec is None or spec.loader is None:
+            raise PluginError(f"cannot import {path} as a Python module", str(path),
+                              "name a .py file")
+        code = importlib.util.module_from_spec(spec)
+        sys.modules[module] = code  # dataclasses and pickling look the module up by name
+        spec.loader.exec_module(code)
+    return plugin
+
+
+def _load_class(cls: type) -> Plugin:
+    key = f"class:{cls.__module__}.{cls.__qualname__}"
+    if key in _STATE.loaded:
+        return _STATE.loaded[key]
+    plugin = _class_plugin(cls)
+    with _loading(plugin, key):
+        register_op(cls)
+    return plugin
+
+
+def _class_plugin(cls: type) -> Plugin:
+    module = sys.modules.get(cls.__module__)
+    return Plugin(f"{cls.__module__}.{cls.__qualname__}", "class", cls.__module__,
+                  path=getattr(module, "__file__", "") or "")
+
+
+@contextlib.contextmanager
+def _loading(plugin: Plugin, key: str) -> Iterator[None]:
+    """Imports under ``plugin``: its registrations are admitted as its; a failure becomes one
+    PluginError and leaves nothing registered."""
+    snapshot, outer = snapshot_registry(), _STATE.current
+    _STATE.current = plugin
+    try:
+        yield
+        if not plugin.types:
+            raise PluginError(f"the {plugin.label} registers no layer type", plugin.path or
+                              plugin.module, f"decorate its Op subclasses with @register_op, "
+                              f"see {DOC}")
+    except BaseException as exc:
+        restore_registry(snapshot)
+        if plugin.how == "file":
+            sys.modules.pop(plugin.module, None)
+        if isinstance(exc, CaffeLstmError) or not isinstance(exc, Exception):
+            raise
+        raise _load_error(plugin, exc) from exc
+    finally:
+        _STATE.current = outer
+    _STATE.loaded[key] = plugin
+    if not plugin.path:
+        plugin.path = getattr(sys.modules.get(plugin.module), "__file__", "") or ""
+
+
+def _load_error(plugin: Plugin, exc: Exception) -> PluginError:
+    if isinstance(exc, ModuleNotFoundError) and exc.name == plugin.module:
+        return PluginError(f"no module named '{plugin.module}'", plugin.label,
+                           "name a .py file or a module importable from here (installed, or "
+                           "on PYTHONPATH)")
+    files = [plugin.path] if plugin.path else plugin_files(plugin)
+    return PluginError(f"the {plugin.label} failed to load: {failure(exc, files)}", "",
+                       "a bug of the plugin, not of caffe-lstm: fix it or tell its author "
+                       "(the traceback is the error's __cause__)")
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[None]:
+    """Restores the registry and the loaded plugins on exit (tests, notebooks trying
+    plugins)."""
+    global _STATE
+    snapshot, state = snapshot_registry(), _STATE
+    _STATE = _State(dict(state.loaded), state.installed_done, list(state.failed))
+    try:
+        yield
+    finally:
+        restore_registry(snapshot)
+        _STATE = state
+

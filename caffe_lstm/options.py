@@ -1,0 +1,106 @@
+"""The modes and defaults the API and the command line share, each defined once.
+
+The CLI builds its choices, defaults and help texts from these (``cli/options.py``); the API
+takes a member or its string value (``state="io"`` or ``State.IO``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from typing import NamedTuple, TypeVar
+
+from caffe_lstm.errors import CaffeLstmError
+
+
+class Profile(NamedTuple):
+    """The (min, opt, max) shapes of one dynamic input: a TensorRT optimization profile, or the
+    ranges whose varying dims become symbolic in an ONNX model. Any 3-sequence of shapes is
+    accepted where a Profile is taken."""
+
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+
+
+#: The ONNX opsets the exporter writes: 13 is the first with Split/Squeeze/Unsqueeze/ReduceSum
+#: taking their sizes and axes as inputs and Softmax on one axis; 21 the newest checked here
+#: with onnxruntime and onnx's checker.
+MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 13, 21, 17
+
+
+_C = TypeVar("_C", bound="Choice")
+
+
+class Choice(str, Enum):
+    """A mode named by a string. Each member carries a one-line ``help``; the API takes the
+    member or its value (``parse``), the CLI lists the values as its choices."""
+
+    help: str
+
+    def __new__(cls, value: str, help: str = "") -> Choice:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.help = help
+        return member
+
+    def __str__(self) -> str:
+        return self.value
+
+    # Equal to its value, so hashed as its value: a member finds its value's dict entries.
+    __hash__ = str.__hash__
+
+    @classmethod
+    def parse(cls: type[_C], value: str | Choice, param: str) -> _C:
+        """The member named ``value``; an unknown one is an error naming the API parameter
+        ``param`` and the choices."""
+        try:
+            return cls(value)
+        except ValueError:
+            choices = ", ".join(member.value for member in cls)
+            raise CaffeLstmError(f"{param} {value!r} is not one of {choices}", f"{param}=",
+                                 describe(list(cls))) from None
+
+
+def describe(members: Sequence[Choice]) -> str:
+    """``value: help`` for each member that has a help text, joined by "; "."""
+    return "; ".join(f"{member.value}: {member.help}" for member in members if member.help)
+
+
+class State(Choice):
+    """Caffe's hidden-state carry-over between Forward calls (docs/cli.md, ``--state``)."""
+
+    AUTO = "auto", "io when a cont input could be 1 at t=0"
+    ZERO = "zero", "each call starts from zero"
+    IO = "io", ("recurrent state as inputs <layer>/h_0, c_0 (zeros unless given) and outputs "
+                "<layer>/h_T, c_T, to carry it between calls as Caffe does")
+
+    def resolve(self, needs_io: bool) -> State:
+        """``auto``: io when some cont could be non-zero at t = 0 (``needs_io``), else zero."""
+        if self is State.AUTO:
+            return State.IO if needs_io else State.ZERO
+        return self
+
+
+class Runtime(Choice):
+    """The TensorRT runtime that builds (or runs) an engine."""
+
+    AUTO = "auto", "tensorrt when it imports and a GPU is present, else TensorRT for RTX"
+    TENSORRT = "tensorrt"
+    TENSORRT_RTX = "tensorrt-rtx"
+
+
+class Route(Choice):
+    """Which program builds the TensorRT network of an engine."""
+
+    CAFFE_LSTM = "caffe-lstm", "our emitter builds the network"
+    ONNX = "onnx", "the net is exported to ONNX and TensorRT's own OnnxParser builds it"
+
+
+class LstmOp(Choice):
+    """How the ONNX export writes a recurrent layer."""
+
+    SCAN = "scan", "each recurrent layer one Scan (any cont, every variant)"
+    NATIVE = "native", ("ONNX's own LSTM/RNN operator, and an error for a layer it would "
+                        "compute differently (a cont input, x_static, CLIPPED_RELU, cell_clip, "
+                        "num_proj)")
