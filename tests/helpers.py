@@ -1,7 +1,8 @@
 """The one home of what several test modules share (no test module imports another).
 
 Sections: paths and the corpus; running the CLI; nets, weights and inputs; one op on its own;
-TensorRT networks; ONNX export checks; the project's own metadata. Optional dependencies
+TensorRT networks; ONNX export checks; the references (torch.nn.LSTM, the forks' forward
+loops); the project's own metadata; the plugin example. Optional dependencies
 (onnx, onnxruntime, tensorrt_rtx_bindings, torch) are imported where they are used, so every
 test module can import this one whatever is installed.
 """
@@ -772,6 +773,8 @@ def script(name: str) -> Path:
     assert path.exists(), f"{name} is not installed beside {path.parent}: pip install -e '.[test]'"
     return path
 
+
+# ---- the plugin example ------------------------------------------------------------------------
 
 #: The installable plugin package of docs/plugins.md.
 PLUGIN_EXAMPLE = SAMPLES / "plugin_example"
