@@ -27,7 +27,7 @@ from pathlib import Path
 
 from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine
 from caffe_lstm.backends.tensorrt.runtime import Runtime, load_runtime
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.ir.graph import Graph
 from caffe_lstm.passes import run_passes

@@ -46,7 +46,7 @@ SEED = 0
 
 def write_files(folder: Path, width: int) -> dict[str, Path]:
     """The prototxt, caffemodel, raw floats and ONNX model of the same seeded weights."""
-    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
 
     rng = np.random.default_rng(SEED)
     names = [f"fc{6 + i}" for i in range(LAYERS)]

@@ -41,16 +41,68 @@ def write_repository(repository: Path, max_batch: int, delay_us: int, instances:
     net = caffe_lstm.load(SAMPLE / "seq_classifier.prototxt",
                           SAMPLE / "seq_classifier.caffemodel",
                           shapes={"data": (1, 1, 8), "cont": (1, 1)})
+    batching = Batching(max_candidate_sequences=max(LEVELS), max_queue_delay_us=delay_us)
     net.to_triton(repository, backend="python", name=MODEL, max_batch=max_batch,
-                  instances=instances, batching=Batching(max_candidate_sequences=max(LEVELS),
-                                    max_queue_delay_us=delay_us))
+                  instances=instances, batching=batching)
+
+
+class TritonClientSequence:
+    """One sequence's steps through tritonclient's gRPC client (what the tests use)."""
+
+    def __init__(self, url: str, corrid: int) -> None:
+        import tritonclient.grpc as grpcclient
+
+        self.client = grpcclient.InferenceServerClient(url)
+        self.corrid = corrid
+        self.data = grpcclient.InferInput("data", [1, 1, 8], "FP32")
+        self.cont = grpcclient.InferInput("cont", [1, 1], "FP32")
+        self.outputs = [grpcclient.InferRequestedOutput("probs")]
+
+    def step(self, data: np.ndarray, cont: float, start: bool, end: bool) -> np.ndarray:
+        self.data.set_data_from_numpy(data.reshape(1, 1, 8))
+        self.cont.set_data_from_numpy(np.full((1, 1), cont, np.float32))
+        result = self.client.infer(MODEL, [self.data, self.cont], outputs=self.outputs,
+                                   sequence_id=self.corrid, sequence_start=start,
+                                   sequence_end=end)
+        return result.as_numpy("probs")
+
+
+class GrpcSequence:
+    """The same requests through Triton's gRPC service stub (tritonclient's generated
+    service_pb2), one ModelInferRequest per thread reused for every step: the client's own
+    CPU time per step is a fraction of tritonclient's, which matters when client and server
+    share two cores."""
+
+    def __init__(self, url: str, corrid: int) -> None:
+        import grpc
+        from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+        self.stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(url))
+        self.request = service_pb2.ModelInferRequest(model_name=MODEL)
+        self.request.inputs.add(name="data", datatype="FP32", shape=[1, 1, 8])
+        self.request.inputs.add(name="cont", datatype="FP32", shape=[1, 1])
+        self.request.outputs.add(name="probs")
+        self.request.raw_input_contents.extend([b"", b""])
+        self.request.parameters["sequence_id"].int64_param = corrid
+
+    def step(self, data: np.ndarray, cont: float, start: bool, end: bool) -> np.ndarray:
+        self.request.raw_input_contents[0] = data.astype(np.float32).tobytes()
+        self.request.raw_input_contents[1] = np.float32(cont).tobytes()
+        self.request.parameters["sequence_start"].bool_param = start
+        self.request.parameters["sequence_end"].bool_param = end
+        response = self.stub.ModelInfer(self.request)
+        return np.frombuffer(response.raw_output_contents[0], np.float32).reshape(1, 1, 5)
+
+
+CLIENTS = {"grpc": GrpcSequence, "tritonclient": TritonClientSequence}
 
 
 class Level:
     """One concurrency level: `count` threads streaming sequences until told to stop."""
 
-    def __init__(self, url: str, count: int, length: int) -> None:
+    def __init__(self, url: str, count: int, length: int, client: str) -> None:
         self.url, self.count, self.length = url, count, length
+        self.sequence = CLIENTS[client]
         self.measuring = threading.Event()
         self.stopping = threading.Event()
         self.latencies: list[list[float]] = [[] for _ in range(count)]
@@ -75,27 +127,20 @@ class Level:
         return sum(len(lat) for lat in self.latencies), elapsed
 
     def _client(self, k: int) -> None:
-        import tritonclient.grpc as grpcclient
-
         try:
-            client = grpcclient.InferenceServerClient(self.url)
+            sequence = self.sequence(self.url, corrid=1 + k)
             rng = np.random.default_rng(k)
-            data_in = grpcclient.InferInput("data", [1, 1, 8], "FP32")
-            cont_in = grpcclient.InferInput("cont", [1, 1], "FP32")
-            outputs = [grpcclient.InferRequestedOutput("probs")]
-            zero, one = np.zeros((1, 1), np.float32), np.ones((1, 1), np.float32)
             mine = self.latencies[k]
             while not self.stopping.is_set():
-                steps = rng.standard_normal((self.length, 1, 1, 8)).astype(np.float32)
+                steps = rng.standard_normal((self.length, 8)).astype(np.float32)
                 for t in range(self.length):
-                    data_in.set_data_from_numpy(steps[t])
-                    cont_in.set_data_from_numpy(zero if t == 0 else one)
                     began = time.perf_counter()
-                    client.infer(MODEL, [data_in, cont_in], outputs=outputs,
-                                 sequence_id=1 + k, sequence_start=t == 0,
-                                 sequence_end=t == self.length - 1)
+                    probs = sequence.step(steps[t], 0.0 if t == 0 else 1.0, start=t == 0,
+                                          end=t == self.length - 1)
                     if self.measuring.is_set():
                         mine.append(time.perf_counter() - began)
+                    if not abs(float(probs.sum()) - 1) < 1e-4:  # a softmax over 5 classes
+                        raise RuntimeError(f"step {t} answered {probs}, not probabilities")
         except BaseException as exc:  # reported by run()
             self.errors.append(exc)
 
@@ -109,7 +154,7 @@ def counts(server) -> tuple[int, int]:
 
 
 def measure(server, count: int, args) -> dict:
-    level = Level(server.grpc_url, count, args.length)
+    level = Level(server.grpc_url, count, args.length, args.client)
     before = counts(server)
     steps, elapsed = level.run(args.warmup, args.seconds)
     after = counts(server)
@@ -129,6 +174,9 @@ def main() -> int:
     parser.add_argument("--max-batch", type=int, default=32, help="the model's max_batch_size")
     parser.add_argument("--delay-us", type=int, default=0,
                         help="the sequence batcher's max_queue_delay_microseconds")
+    parser.add_argument("--client", choices=sorted(CLIENTS), default="grpc",
+                        help="grpc: Triton's gRPC service stub, one request message reused "
+                             "(light); tritonclient: tritonclient.grpc's infer()")
     parser.add_argument("--quick", action="store_true",
                         help="1 s per level, one round: a smoke run, the numbers mean little")
     args = parser.parse_args()
@@ -148,8 +196,8 @@ def main() -> int:
     rows = {count: sorted(results, key=lambda r: r["steps_per_s"])[len(results) // 2]
             for count, results in rounds.items()}
     print(f"seq_classifier, python backend, max_batch {args.max_batch}, queue delay "
-          f"{args.delay_us} us, sequences of {args.length} steps, {args.seconds:g} s per "
-          f"level, median of {args.repeats} round(s)")
+          f"{args.delay_us} us, {args.client} client, sequences of {args.length} steps, "
+          f"{args.seconds:g} s per level, median of {args.repeats} round(s)")
     print(f"{'sequences':>9} {'steps/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'mean batch':>10}")
     for count, row in rows.items():
         print(f"{count:>9} {row['steps_per_s']:>9.0f} {row['p50_ms']:>8.2f} "

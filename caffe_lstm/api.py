@@ -21,11 +21,11 @@ from caffe_lstm.analysis.profiles import checked_profiles
 from caffe_lstm.analysis.summary import summarize
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.compare import Comparison, compare_outputs, mark_sensitive, nudged_weights
-from caffe_lstm.errors import CaffeLstmError, ModelLoadError, UnsupportedLayerError
+from caffe_lstm.errors import ModelLoadError, UnsupportedLayerError
 from caffe_lstm.feeds import apply_feeds, random_feeds
 from caffe_lstm.files import (arrays_from, atomic_output, maybe_atomic, nothing_left_on_error,
                               refuse_to_overwrite)
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import layer_fillers, load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
@@ -178,7 +178,7 @@ class Net:
         """Writes the rewritten net as ``outdir/<stem>.prototxt`` (and ``.caffemodel`` when
         weights were loaded): the loop form with caffe-lstm's Loop layer, or with ``unroll``
         plain upstream Caffe. Nothing is left behind on an error; returns the files written."""
-        from caffe_lstm.backends.caffe_writer import to_net_parameter, write_prototxt
+        from caffe_lstm.frontend.caffe_writer import to_net_parameter, write_prototxt
 
         self._require_layers()
         outdir, stem = Path(outdir), self.prototxt.stem
@@ -209,7 +209,8 @@ class Net:
         step blocks, no ILoop; ``verbosity``: TensorRT's log level on stderr; ``progress(phase,
         step, steps)``: called during the build; ``opset``: of the model ``via="onnx"`` builds.
         """
-        from caffe_lstm.backends.tensorrt.build import BuildOptions
+        from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine
+        from caffe_lstm.backends.tensorrt.onnx_route import build_through_onnx
         from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
         route = Route.parse(via, "via")
@@ -221,7 +222,8 @@ class Net:
         options = BuildOptions(fp16=fp16, shapes=profiles, verbosity=verbosity, progress=progress)
         started = time.perf_counter()
         with maybe_atomic(path) as tmp:
-            plan = _build_plan(trt_runtime, graph, options, route, opset)
+            plan = (build_engine(trt_runtime, graph, options) if route is Route.CAFFE_LSTM
+                    else build_through_onnx(trt_runtime, graph, options, opset))
             if tmp is not None:
                 tmp.write_bytes(plan)
         return Engine(plan, trt_runtime.name, fp16, [v.name for v in graph.inputs],
@@ -469,25 +471,6 @@ def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,
     from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
     return run(load_runtime(Runtime.parse(runtime, "runtime").value), engine, inputs)
-
-
-def _build_plan(runtime, graph: Graph, options, via: Route, opset: int) -> bytes:
-    """The plan of the rewritten ``graph``, through our emitter or through ONNX and TensorRT's
-    parser (the model carries the precision: fp16 as explicit casts)."""
-    from caffe_lstm.backends.tensorrt.build import build_engine
-
-    if via is Route.CAFFE_LSTM:
-        return build_engine(runtime, graph, options)
-    from caffe_lstm.backends.onnx.exporter import build_model, check_opset
-    from caffe_lstm.backends.tensorrt.onnx_route import build_from_onnx
-
-    check_opset(opset)
-    if options.fp16:
-        raise CaffeLstmError("fp16=True is not available through the ONNX route yet",
-                             "via='onnx'",
-                             "build fp16 through our emitter (via='caffe-lstm'), or fp32 via onnx")
-    model, _ = build_model(graph, opset, dict(options.shapes))
-    return build_from_onnx(runtime, model.SerializeToString(), options)
 
 
 def _rewrite(graph: Graph, unroll: bool = False) -> Graph:

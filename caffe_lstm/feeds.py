@@ -63,7 +63,7 @@ def _is_cont(graph: Graph, value: Value) -> bool:
         if node.op in ("Slice", "Reshape") and any(_is_cont(graph, v) for v in node.outputs):
             return True
         if node.op == "Loop" and position < node.attrs["n_iterate"]:
-            body = node.attrs["body"]
+            body = node.subgraphs[0]
             return _is_cont(body, body.inputs[position])
     return False
 

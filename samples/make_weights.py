@@ -3,7 +3,7 @@
     python samples/make_weights.py
 
 The weights are uniform in [-0.5, 0.5) from numpy's default_rng(seed) walked in layer order
-(`caffe_lstm.synthetic.synthetic_weights`), written by `caffe_lstm.frontend.caffemodel_writer`.
+(`caffe_lstm.synthetic.synthetic_weights`), written by `caffe_lstm.frontend.caffe_writer`.
 Running it again gives byte-identical files.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.synthetic import synthetic_weights
 

@@ -27,7 +27,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: build (a test dependency) brings tomli there
     import tomli as tomllib
 
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.ir.graph import Node, Value
 from caffe_lstm.ops import get_op
 
@@ -408,14 +408,13 @@ def run_onnx_facet(op_type: str, attrs: dict[str, Any], inputs: Sequence[np.ndar
                     for i, w in enumerate(weights)]
     for value, shape in zip(node.outputs, op.infer(None, node, *[v.shape for v in node.inputs])):
         value.shape = tuple(shape)
-    ctx = OnnxContext(onnx, opset)
-    ctx.node = node
     varying = {(id(node.inputs[b]), axis) for b, axis in dynamic}
 
     def value_dims(value: Value) -> tuple:
         return tuple(None if (id(value), a) in varying else d for a, d in enumerate(value.shape))
 
-    ctx.value_dims = value_dims
+    ctx = OnnxContext(onnx, opset, value_dims)
+    ctx.node = node
     names = [v.name for v in node.inputs]
     for name in names:
         ctx.reserve(name)

@@ -222,7 +222,7 @@ PRODUCERS = {
 ], ids=["no-layers", "nothing-left-after-outputs"])
 def test_a_net_with_nothing_to_compute_is_one_error_line(tmp_path, invoke, command, text, extra,
                                                          line):
-    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
 
     if command == "convert":
         pytest.importorskip("tensorrt_rtx_bindings", reason="convert checks its runtime first")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.synthetic import synthetic_weights
 from tests.helpers import ROOT

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from tests.helpers import BLSTM_NET, BLSTM_SIZES, assert_network_matches_numpy
 

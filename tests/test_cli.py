@@ -165,7 +165,7 @@ def test_bad_input_gives_one_error_line(tmp_path, case):
     if model is not None:
         weights = tmp_path / "w.caffemodel"
         if case == "missing_weights":
-            from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+            from caffe_lstm.frontend.caffe_writer import write_caffemodel
             write_caffemodel(weights, [("some_other_layer", "TanH", [])])
         else:
             weights.write_bytes(model)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from tests.helpers import lstm_prototxt, run_rewritten_and_original
 
 torch = pytest.importorskip("torch")

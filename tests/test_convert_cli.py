@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from tests.helpers import run_cli, sample
 
 pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")

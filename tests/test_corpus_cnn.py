@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.passes import run_passes
 from caffe_lstm.synthetic import synthetic_weights

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import caffe_lstm
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.synthetic import synthetic_weights
 from tests.helpers import (
     CORPUS_EXPECTED, assert_parser_matches_onnxruntime, corpus_files, needs_corpus,

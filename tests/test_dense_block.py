@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from caffe_lstm.errors import ShapeError
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.frontend.params import to_params
 from caffe_lstm.ops import get_op

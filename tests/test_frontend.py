@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from caffe_lstm.errors import GraphError, ModelLoadError
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.prototxt import layer_lines

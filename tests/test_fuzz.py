@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from caffe_lstm.analysis.limits import memory_limit
-from caffe_lstm.backends.caffe_writer import to_net_parameter, write_prototxt
+from caffe_lstm.frontend.caffe_writer import to_net_parameter, write_prototxt
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.feeds import apply_feeds, random_feeds

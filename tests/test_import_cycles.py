@@ -154,8 +154,8 @@ def _layered_modules() -> set[str]:
 
 def test_every_top_level_module_is_in_a_layer():
     """The layers contract places every module and package of ``caffe_lstm`` (but ``proto``,
-    the generated protobuf code, and ``__main__``, which runs the cli), so an upward import
-    from any of them is refused."""
+    the generated protobuf code that only the frontend may import (its own contract), and
+    ``__main__``, which runs the cli), so an upward import from any of them is refused."""
     top_level = {f"caffe_lstm.{path.stem}" for path in PACKAGE.glob("*.py")}
     top_level |= {f"caffe_lstm.{path.parent.name}" for path in PACKAGE.glob("*/__init__.py")}
     unplaced = top_level - _layered_modules() - {

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from caffe_lstm.errors import ShapeError
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.ops import get_op
 from tests.helpers import make_node, run_onnx_facet, run_op, torch_lstm
 

@@ -44,11 +44,10 @@ def export_node(op_type: str, attrs: dict, ir_shapes: Sequence[tuple[int, ...]],
     out_shapes = op.infer(None, node, *ir_shapes)
     for value, shape in zip(node.outputs, out_shapes):
         value.shape = tuple(shape)
-    ctx = OnnxContext(onnx, opset)
+    ctx = OnnxContext(onnx, opset, lambda value: tuple(  # the bottoms' symbolic axes vary,
+        f"d{a}" if a in symbolic and value in node.inputs else d  # as the exporter's do
+        for a, d in enumerate(value.shape)))
     ctx.node = node
-    ctx.value_dims = lambda value: tuple(  # the bottoms' symbolic axes vary, as the exporter's
-        f"d{a}" if a in symbolic and value in node.inputs else d
-        for a, d in enumerate(value.shape))
     for value in node.inputs + node.weights:
         ctx.reserve(value.name)
     ctx.parts.initializers += [ctx.initializer(v.name, v.data) for v in node.weights]

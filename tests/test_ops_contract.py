@@ -1,6 +1,7 @@
 """docs/ops.md is the public op contract: every facet it names exists on ``Op`` with the
-documented parameters, every facet of ``Op`` is documented, and every walker offers what its
-context Protocol (ops/contexts.py) lists, with the same parameters."""
+documented signature (parameter names, their types and the return type), every facet of ``Op``
+is documented with the errors it raises and typed for a type checker, and every walker offers
+what its context Protocol (ops/contexts.py) lists, with the same parameters."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from caffe_lstm.analysis.shapes import ShapeInference
-from caffe_lstm.backends.caffe_writer import _LayerWriter
-from caffe_lstm.backends.dot import _DotWriter
+from caffe_lstm.frontend.caffe_writer import CaffeWriter
+from caffe_lstm.backends.dot import DotWriter
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.backends.onnx.context import OnnxContext
 from caffe_lstm.backends.tensorrt.context import EmitContext
-from caffe_lstm.frontend.importer import _SubgraphImport
+from caffe_lstm.frontend.importer import Importer
+from caffe_lstm.frontend.params import Params
 from caffe_lstm.ops import FACETS, Op, contexts
 from caffe_lstm.ops.builder import NodeBuilder
 
@@ -24,18 +26,35 @@ OPS_DOC = Path(__file__).resolve().parents[1] / "docs" / "ops.md"
 HEADING = re.compile(r"^### `(\w+)\((.*)\) -> (.+)`$")
 
 
+def _split_parameters(text: str) -> list[str]:
+    """``a: X, b: dict[str, int]`` -> ``["a: X", "b: dict[str, int]"]``: commas inside
+    brackets belong to a type."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    return [part for part in [*parts, current.strip()] if part]
+
+
 def _documented() -> dict[str, list[str]]:
-    """Facet name -> its documented parameter names (``*shapes`` kept with its star)."""
+    """Facet name -> its documented parameters, ``name: type`` (``*shapes: Shape`` with its
+    star)."""
     found = {}
     for line in OPS_DOC.read_text().splitlines():
         if match := HEADING.match(line):
-            found[match[1]] = [p.strip() for p in match[2].split(",") if p.strip()]
+            found[match[1]] = _split_parameters(match[2])
     return found
 
 
-def _parameters(function) -> list[str]:
+def _parameters(function, typed: bool = False) -> list[str]:
+    """The parameters of ``function`` as docs/ops.md writes them; ``typed``: with their
+    annotations (strings: the package uses postponed annotations)."""
     stars = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
-    return [stars.get(p.kind, "") + name
+    return [stars.get(p.kind, "") + name + (f": {p.annotation}" if typed else "")
             for name, p in inspect.signature(function).parameters.items()]
 
 
@@ -44,8 +63,41 @@ def test_every_documented_facet_is_on_op_with_its_signature():
     assert documented, "docs/ops.md documents no facet headings"
     for name, params in documented.items():
         assert name in FACETS, f"docs/ops.md documents '{name}', which is no facet of Op"
-        assert _parameters(getattr(Op, name)) == params, \
+        assert _parameters(getattr(Op, name), typed=True) == params, \
             f"Op.{name}{inspect.signature(getattr(Op, name))} differs from docs/ops.md {params}"
+
+
+def _sections() -> dict[str, str]:
+    """Facet name -> the text of its docs/ops.md section (up to the next heading)."""
+    sections, current = {}, None
+    for line in OPS_DOC.read_text().splitlines():
+        if line.startswith("#"):
+            match = HEADING.match(line)
+            current = match[1] if match else None
+            if current:
+                sections[current] = ""
+        elif current:
+            sections[current] += line + "\n"
+    return sections
+
+
+def test_every_facet_documents_its_errors():
+    for name, text in _sections().items():
+        assert "\nErrors: " in "\n" + text, f"docs/ops.md: {name} says nothing of its errors"
+
+
+@pytest.mark.parametrize("facet", FACETS)
+def test_every_facet_is_typed_for_a_type_checker(facet):
+    """Every parameter and the return of every facet are annotated; the walker (or builder)
+    that a facet takes first is typed with its context Protocol, never ``Any``."""
+    signature = inspect.signature(getattr(Op, facet))
+    assert signature.return_annotation is not inspect.Signature.empty, facet
+    for name, parameter in signature.parameters.items():
+        assert parameter.annotation is not inspect.Parameter.empty, f"{facet}: {name}"
+        if name in ("ctx", "b"):
+            protocols = {n for n, v in vars(contexts).items()
+                         if isinstance(v, type) and v.__module__ == contexts.__name__}
+            assert parameter.annotation.split(" | ")[0] in protocols, (facet, parameter)
 
 
 def test_every_facet_of_op_is_documented():
@@ -63,20 +115,25 @@ def test_the_heading_pattern_finds_a_wrong_signature(tmp_path):
     """The check is not vacuous: a heading with other parameters than Op's is caught."""
     match = HEADING.match("### `infer(node, *shapes) -> tuple[Shape, ...]`")
     assert match is not None
-    assert [p.strip() for p in match[2].split(",")] != _parameters(Op.infer)
+    assert _split_parameters(match[2]) != _parameters(Op.infer, typed=True)
+    retyped = HEADING.match(
+        "### `infer(ctx: Any, node: Node, *shapes: Shape) -> tuple[Shape, ...]`")
+    assert _split_parameters(retyped[2]) != _parameters(Op.infer, typed=True)
+    assert _split_parameters("a: dict[str, Any], *b: X") == ["a: dict[str, Any]", "*b: X"]
 
 
 # ---- every walker is the context it hands to the facets --------------------------------------
 
 WALKERS = [
-    (contexts.ImportContext, _SubgraphImport),
+    (contexts.ImportContext, Importer),
     (contexts.ShapeContext, ShapeInference),
     (contexts.NumpyContext, NumpyExecutor),
     (contexts.TensorRTContext, EmitContext),
     (contexts.OnnxContext, OnnxContext),
-    (contexts.CaffeContext, _LayerWriter),
-    (contexts.DotContext, _DotWriter),
+    (contexts.CaffeContext, CaffeWriter),
+    (contexts.DotContext, DotWriter),
     (contexts.ExpandContext, NodeBuilder),
+    (contexts.ParamView, Params),
 ]
 
 

@@ -22,7 +22,7 @@ import pytest
 
 import caffe_lstm
 from caffe_lstm.frontend.caffemodel import read_caffemodel
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.ops import Op, get_op, plugins, register_op
 from tests.helpers import (
     SAMPLES, assert_one_error_line, install_example, run_cli, torch_lstm,
@@ -426,3 +426,19 @@ def test_inspect_lists_an_installed_plugin_that_fails_with_its_error(tmp_path):
         in done.stdout
     assert "plugin 'broken' (entry point of broken-plugin): not loaded: the plugin" in done.stdout
     assert "needs libfoo" in done.stdout
+
+
+def test_a_plugin_failing_while_written_leaves_nothing(tmp_path):
+    """rewrite: the plugin's caffe facet raises after the writer started; no folder, no file."""
+    net, weights, plugin = frob(tmp_path)
+    plugin.write_text(plugin.read_text() + '''
+
+    @staticmethod
+    def caffe(ctx, node):
+        return {"gain": node.attrs["no_such_attr"]}
+''')
+    out = tmp_path / "out" / "rewritten"
+    line = assert_one_error_line(run_cli("rewrite", net, "-w", weights, "--plugin", plugin, "-o",
+                                         out))
+    assert "failed in the caffe facet of 'Frobnicate': KeyError: 'no_such_attr'" in line
+    assert not (tmp_path / "out").exists()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import caffe_lstm
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.ops import plugins
 from caffe_lstm.synthetic import synthetic_weights
 from tests.helpers import run_cli, to_torch_gates

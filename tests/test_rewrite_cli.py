@@ -13,18 +13,18 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from caffe_lstm.backends.caffe_writer import to_net_parameter, write_prototxt
+from caffe_lstm.frontend.caffe_writer import to_net_parameter, write_prototxt
 from caffe_lstm.cli import cli
 from caffe_lstm.errors import OutputError
 from caffe_lstm.feeds import random_feeds
 from caffe_lstm.frontend.caffemodel import read_caffemodel
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.frontend.prototxt import read_prototxt
 from caffe_lstm.frontend.upgrade import V1_TYPES
 from caffe_lstm.ops import get_op, registered_types
 from caffe_lstm.synthetic import synthetic_weights
-from tests.helpers import assert_one_error_line, corpus_files, needs_corpus, sample
+from tests.helpers import ROOT, assert_one_error_line, corpus_files, needs_corpus, sample
 
 SAMPLE_NAMES = ["seq_classifier", "captioner"]
 FORMS = {"loop": (), "unrolled": ("--unroll",)}
@@ -326,6 +326,12 @@ layer { name: "unit" type: "LSTMUnit" bottom: "c_prev" bottom: "gates" bottom: "
 layer { name: "ctc" type: "CTCGreedyDecoder" bottom: "h" top: "decoded"
         ctc_decoder_param { blank_index: 2 ctc_merge_repeated: false } }
 layer { name: "silence" type: "Silence" bottom: "k1" bottom: "k2" }
+layer { name: "simple" type: "LSTMSimple" bottom: "seq" top: "simple"
+        lstm_simple_param { num_output: 2 batch_size: 3 } }
+layer { name: "apollo" type: "LstmUnit" bottom: "simple" bottom: "simple" top: "a_h" top: "a_c"
+        lstm_unit_param { num_cells: 2 } }
+layer { name: "stack" type: "LSTM" bottom: "x" bottom: "cont" top: "stacked"
+        recurrent_param { num_output: 2 num_layers: 2 dropout_ratio: 0.5 } }
 """
 
 
@@ -372,15 +378,29 @@ layer { name: "dense" type: "DenseBlock" bottom: "conv" top: "dense"
 """
 
 
-@pytest.mark.parametrize("text", [ALL_PARAMS_NET, ALL_CNN_PARAMS_NET], ids=["lstm", "cnn"])
-def test_written_layers_parse_back_to_the_same_attrs(tmp_path, text):
+# The forks' layers and Caffe's Python layer are covered by their samples.
+SAMPLE_NETS = {"fork_vision": "samples/fork_vision/fork_vision.prototxt",
+               "python_layer": "samples/python_layer/python_layer.prototxt"}
+PYTHON_PATH = ROOT / "samples/python_layer/layers"
+
+
+def writer_nets(tmp_path) -> list[Path]:
+    """The nets whose layers together hold every registered op type (the Loop aside)."""
+    paths = []
+    for index, text in enumerate((ALL_PARAMS_NET, ALL_CNN_PARAMS_NET)):
+        paths.append(tmp_path / f"all{index}.prototxt")
+        paths[-1].write_text(text)
+    return paths + [ROOT / path for path in SAMPLE_NETS.values()]
+
+
+@pytest.mark.parametrize("which", ["lstm", "cnn", *SAMPLE_NETS])
+def test_written_layers_parse_back_to_the_same_attrs(tmp_path, which):
     """Every op type's writer, through a prototxt: load, write, load again, compare attrs."""
-    net = tmp_path / "all.prototxt"
-    net.write_text(text)
-    graph = load_net(net).graph
+    net = dict(zip(["lstm", "cnn", *SAMPLE_NETS], writer_nets(tmp_path)))[which]
+    graph = load_net(net, python_path=PYTHON_PATH).graph
     written = tmp_path / "written.prototxt"
     write_prototxt(written, to_net_parameter(graph)[0])
-    again = load_net(written).graph
+    again = load_net(written, python_path=PYTHON_PATH).graph
     assert [(n.name, n.op) for n in again.nodes] == [(n.name, n.op) for n in graph.nodes]
     for before, after in zip(graph.nodes, again.nodes):
         assert after.attrs == before.attrs, before.name
@@ -388,8 +408,6 @@ def test_written_layers_parse_back_to_the_same_attrs(tmp_path, text):
 
 def test_the_writer_nets_cover_every_writer(tmp_path):
     ops = set()
-    for index, text in enumerate((ALL_PARAMS_NET, ALL_CNN_PARAMS_NET)):
-        net = tmp_path / f"all{index}.prototxt"
-        net.write_text(text)
-        ops |= {n.op for n in load_net(net).graph.nodes}
+    for net in writer_nets(tmp_path):
+        ops |= {n.op for n in load_net(net, python_path=PYTHON_PATH).graph.nodes}
     assert ops >= set(registered_types()) - {"Loop"}

@@ -181,7 +181,6 @@ def _write_model(served: Served, repository: Path, scratch: Path, name: str | No
 
 def _model(served: Served, repository: Path, weights: Path, scratch: Path,
            rng: np.random.Generator) -> Model:
-    import tritonclient.grpc.model_config_pb2 as mc  # noqa: F401  (the schema is there)
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
@@ -485,8 +484,10 @@ def test_a_model_that_fails_to_load_is_one_line_with_tritons_reason(tmp_path):
     repository = tmp_path / "repo"
     _write_model(SERVED[0], repository, tmp_path)
     (repository / "seq_classifier" / "1" / "model.onnx").unlink()
+    log = tmp_path / "triton.log"
     result = subprocess.run(
-        [sys.executable, "-m", "caffe_lstm", "serve", str(repository)], capture_output=True,
+        [sys.executable, "-m", "caffe_lstm", "serve", str(repository), "--log", str(log)],
+        capture_output=True,
         text=True, timeout=180, cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(
             filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
@@ -495,7 +496,9 @@ def test_a_model_that_fails_to_load_is_one_line_with_tritons_reason(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert "could not load model 'seq_classifier'" in lines[0]
     assert "model.onnx" in lines[0]  # the server's own reason: onnxruntime cannot open it
+    assert lines[0].endswith(f"the server's log: {log}")  # --log keeps it, so it is named
     assert "Traceback" not in result.stderr
+    assert "model.onnx" in log.read_text()  # the server wrote its own log there
 
 
 def test_serve_without_nvidia_pytriton_names_the_extra(monkeypatch, tmp_path, invoke):
@@ -512,6 +515,33 @@ def test_serve_without_nvidia_pytriton_names_the_extra(monkeypatch, tmp_path, in
     assert result.stderr.strip() == (
         "error: the Triton server is not installed (nvidia-pytriton), "
         "install it: pip install 'caffe-lstm[serve]'")
+
+
+def test_a_wheel_without_the_stub_of_this_python_is_named(monkeypatch, tmp_path, invoke):
+    """nvidia-pytriton ships a backend stub per Python version; one missing for the running
+    Python is named (with this Python's version), not found later as a hung server."""
+    import importlib.machinery
+
+    import caffe_lstm.serving.server as server_module
+
+    package = tmp_path / "site" / "pytriton"
+    (package / "tritonserver" / "bin").mkdir(parents=True)
+    (package / "tritonserver" / "bin" / "tritonserver").write_text("")
+    (package / "tritonserver" / "backends" / "python").mkdir(parents=True)
+    (tmp_path / "site" / "nvidia_pytriton.libs").mkdir()
+    spec = importlib.machinery.ModuleSpec("pytriton", None, is_package=True)
+    spec.submodule_search_locations = [str(package)]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(server_module.importlib.util, "find_spec",
+                        lambda name, *a: spec if name == "pytriton" else real(name, *a))
+    (tmp_path / "repo" / "m").mkdir(parents=True)
+    (tmp_path / "repo" / "m" / "config.pbtxt").write_text('name: "m"\n')
+    result = invoke("serve", tmp_path / "repo")
+    assert result.exit_code == 1
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert result.stderr.startswith(
+        f"error: nvidia-pytriton has no Python backend stub for Python {version}, ")
+    assert result.stderr.rstrip().endswith("pip install 'caffe-lstm[serve]'")
 
 
 def test_serve_refuses_a_folder_without_models(tmp_path, invoke):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.synthetic import synthetic_weights
 from tests.helpers import corpus_files, needs_corpus, sample

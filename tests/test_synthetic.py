@@ -234,7 +234,7 @@ def test_a_two_layer_lstm_of_512_units_over_200_steps_verifies(tmp_path):
 def test_weights_of_a_fixed_scale_make_it_sensitive_not_a_mismatch(tmp_path):
     """Uniform ±0.5 whatever the width (the old `weights init`): the recurrence is chaotic and
     float32 rounding alone moves h2 by O(1). verify says so instead of calling a mismatch."""
-    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
     from caffe_lstm.frontend.loader import load_net
     from caffe_lstm.synthetic import synthetic_weights
 

@@ -143,7 +143,7 @@ def net_files(key: str, weights_dir: Path) -> tuple[Path, Path, dict[str, tuple[
         pytest.skip("the corpus of public prototxts is not beside this clone (CI has it)")
     weights = weights_dir / f"{key}.caffemodel"
     if not weights.exists():
-        from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+        from caffe_lstm.frontend.caffe_writer import write_caffemodel
         from caffe_lstm.synthetic import synthetic_weights
 
         graph = caffe_lstm.load(found[0], shapes=shapes).graph
@@ -554,7 +554,7 @@ def test_net_without_state_gets_dynamic_batching(tmp_path):
     """A CNN: batch-first already (no transposes), dynamic_batching, no sequence controls;
     model.py answers requests of different batch sizes in one execute(), each equal to
     `run` of its own arrays, and model.onnx (onnxruntime backend) the same."""
-    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
     from caffe_lstm.synthetic import synthetic_weights
 
     prototxt, weights = tmp_path / "scorer.prototxt", tmp_path / "scorer.caffemodel"
@@ -598,7 +598,7 @@ def test_ambiguous_batch_axis_is_refused_then_given(tmp_path):
     prototxt = tmp_path / "square.prototxt"
     prototxt.write_text(SQUARE)
     weights = tmp_path / "square.caffemodel"
-    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
 
     write_caffemodel(weights, [])
     result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"))
@@ -621,7 +621,7 @@ def s2vt_files(tmp_path: Path) -> tuple[Path, Path]:
              ".deploy.prototxt"]
     if not found:
         pytest.skip("the corpus of public prototxts is not beside this clone (CI has it)")
-    from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
     from caffe_lstm.synthetic import synthetic_weights
 
     weights = tmp_path / "s2vt.caffemodel"
@@ -864,3 +864,23 @@ def test_triton_core_loads_onnxruntime_and_tensorrt_configs(tmp_path, weights_di
         assert result.returncode == 0, result.stderr
     states = load_with_triton_core(repo, tmp_path)
     assert states and all(state == "READY" for state in states.values()), states
+
+
+def test_batch_axes_of_a_corpus_net_at_n_1():
+    """SCRC at N = 1: ten inputs (four data, six states) whose size-1 axes could each be N;
+    the recurrent layers' own inputs are time-major, the image features batch-first."""
+    from caffe_lstm.passes.batch_major import find_batch_axes
+
+    found = [p for p in corpus_files() if p.name == "prototxt__scrc_word_to_preds_full.prototxt"]
+    if not found:
+        pytest.skip("the corpus of public prototxts is not beside this clone (CI has it)")
+    net = caffe_lstm.load(found[0], shapes={"cont_sentence": (1, 1), "input_sentence": (1, 1),
+                                            "image_features": (1, 1008),
+                                            "fc7_context": (1, 4096)})
+    axes = find_batch_axes(net.with_state_io().graph)
+    assert axes.batch == 1
+    assert axes.inputs == {"cont_sentence": 1, "input_sentence": 1, "image_features": 0,
+                           "fc7_context": 0, **{f"{layer}/{s}_0": 1 for layer in
+                                                ("lstm1", "lstm2-extended", "lstm2_context")
+                                                for s in "hc"}}
+    assert axes.outputs["probs"] == 1

@@ -16,7 +16,7 @@ pytest.importorskip("tensorrt_rtx_bindings")
 
 from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, emit
 from caffe_lstm.backends.tensorrt.runtime import load_runtime
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.ir.graph import Graph
 from caffe_lstm.synthetic import synthetic_weights

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from caffe_lstm.errors import CaffeLstmError
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.proto import caffe_pb2
 from tests.helpers import CORPUS, needs_corpus, sample

@@ -131,8 +131,8 @@ def _blob_bytes(graph: Graph) -> tuple[int, Node | None, int]:
     largest_node, largest = None, 0
     for node in graph.nodes:
         candidates = [(node, sum(_value_bytes(v) for v in (*node.outputs, *node.weights)))]
-        if node.op == "Loop":
-            body_total, body_node, body_largest = _blob_bytes(node.attrs["body"])
+        for body in node.subgraphs:  # a Loop's step
+            body_total, body_node, body_largest = _blob_bytes(body)
             total += body_total
             candidates.append((body_node, body_largest))
         for candidate, size in candidates:

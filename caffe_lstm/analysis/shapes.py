@@ -11,6 +11,7 @@ from __future__ import annotations
 from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import CaffeLstmError, ShapeError
 from caffe_lstm.ir.graph import Graph, Node, Shape, Value
+from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
 
 
@@ -30,30 +31,53 @@ def infer_shapes(graph: Graph, allow_unknown: bool = False) -> Graph:
     for value in graph.inputs:
         if value.shape is not None or not allow_unknown:
             _check_input_shape(value)
-    ShapeInference(allow_unknown).walk(graph)
+    # (walk_values: a net output may be an input that no layer reads, so not among the inputs)
+    ShapeInference(allow_unknown).walk_values(graph, [value.shape for value in graph.inputs])
     return graph
 
 
-class ShapeInference:
-    """The walker: each node's ``infer`` facet in order (the context handed to Loop ops)."""
+class ShapeInference(GraphWalker[Shape | None]):
+    """The walker calling each node's ``infer`` facet in order (the context handed to Loop
+    ops); what travels along the edges are shapes (None: unknown, with ``allow_unknown``)."""
+
+    facet = "infer"
 
     def __init__(self, allow_unknown: bool = False) -> None:
         self.allow_unknown = allow_unknown
-
-    def walk(self, graph: Graph) -> None:
-        for node in graph.nodes:
-            if self.allow_unknown and any(value.shape is None for value in node.inputs):
-                for value in node.outputs:
-                    value.shape = None
-                continue
-            _infer_node(node, self)
 
     def run_subgraph(self, graph: Graph, input_shapes: list[Shape]) -> list[Shape]:
         """Shapes ``graph`` (a loop body) from its inputs' shapes; returns its outputs' shapes."""
         for value, shape in zip(graph.inputs, input_shapes):
             value.shape = tuple(shape)
-        self.walk(graph)
-        return [value.shape for value in graph.outputs]
+        return self.walk(graph, [value.shape for value in graph.inputs])
+
+    def visit(self, node: Node, shapes: list[Shape | None]) -> list[Shape | None]:
+        """Sets the shapes of the node's tops (and creates its weight values)."""
+        if self.allow_unknown and any(shape is None for shape in shapes):
+            for value in node.outputs:
+                value.shape = None
+        else:
+            self._infer(node, shapes)
+        return [value.shape for value in node.outputs]
+
+    def _infer(self, node: Node, shapes: list[Shape | None]) -> None:
+        op = get_op(node.op)
+        if any(shape is None for shape in shapes):
+            missing = [v.name for v in node.inputs if v.shape is None]
+            raise ShapeError(f"bottom {missing[0]} has no known shape", node.label, "")
+        try:
+            out_shapes = op.infer(self, node, *shapes)
+            expected = op.blobs(self, node, *shapes)
+        except CaffeLstmError:
+            raise
+        except Exception as exc:
+            # A bug, not a user error: keep the traceback, but say which node it was.
+            exc.add_note(f"while inferring shapes of {node.name} ({node.op})")
+            raise
+        _check_result_dims(node, out_shapes, expected)
+        for value, shape in zip(node.outputs, out_shapes):
+            value.shape = tuple(int(d) for d in shape)
+        _ensure_weights(node, expected)
 
 
 def _check_input_shape(value: Value) -> None:
@@ -61,27 +85,6 @@ def _check_input_shape(value: Value) -> None:
         raise ShapeError(f"net input '{value.name}' has no shape", "",
                          "give it a shape in the prototxt (an Input layer's input_param)")
     check_dims(value.shape, f"net input '{value.name}'", "")
-
-
-def _infer_node(node: Node, walker: ShapeInference) -> None:
-    op = get_op(node.op)
-    shapes = [value.shape for value in node.inputs]
-    if any(shape is None for shape in shapes):
-        missing = [v.name for v in node.inputs if v.shape is None]
-        raise ShapeError(f"bottom {missing[0]} has no known shape", node.label, "")
-    try:
-        out_shapes = op.infer(walker, node, *shapes)
-        expected = op.blobs(walker, node, *shapes)
-    except CaffeLstmError:
-        raise
-    except Exception as exc:
-        # A bug, not a user error: keep the traceback, but say which node it was.
-        exc.add_note(f"while inferring shapes of {node.name} ({node.op})")
-        raise
-    _check_result_dims(node, out_shapes, expected)
-    for value, shape in zip(node.outputs, out_shapes):
-        value.shape = tuple(int(d) for d in shape)
-    _ensure_weights(node, expected)
 
 
 def _check_result_dims(node: Node, out_shapes, expected) -> None:

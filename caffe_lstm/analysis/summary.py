@@ -29,9 +29,8 @@ def _layer(node: Node) -> dict[str, Any]:
         "shapes": [_shape(v.shape) for v in node.outputs],
         "blobs": [_shape(v.shape) for v in node.weights],
     }
-    body = node.attrs.get("body")
-    if isinstance(body, Graph):
-        layer["body"] = [_layer(inner) for inner in body.nodes]
+    if node.subgraphs:
+        layer["body"] = [_layer(inner) for body in node.subgraphs for inner in body.nodes]
     return layer
 
 

@@ -32,8 +32,7 @@ def verify(graph: Graph) -> None:
             if value.producer is not node:
                 raise GraphInvariantError(f"{node.name}: output {value.name} has another producer")
             defined.add(id(value))
-        body = node.attrs.get("body")
-        if isinstance(body, Graph):
+        for body in node.subgraphs:
             verify(body)
     for value in graph.outputs:
         if id(value) not in defined:

@@ -27,10 +27,12 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from caffe_lstm.errors import CaffeLstmError, OutputError
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Node, Shape, Value
+from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
 
 #: Fill colours (ColorBrewer Set3), indexed by a digest of the op name.
@@ -58,7 +60,7 @@ class GraphvizUnavailableError(CaffeLstmError):
 
 def write_dot(graph: Graph) -> str:
     """The DOT text of ``graph`` (deterministic: the same graph gives byte-identical text)."""
-    return _DotWriter().write(graph)
+    return DotWriter().write(graph)
 
 
 def fill_colour(op: str) -> str:
@@ -94,9 +96,12 @@ class _Ids:
 
 
 @dataclass
-class _DotWriter:
-    """Emits node statements as it walks the graph; edges are gathered and emitted last, at the
-    top level, so that they never pull a node into a cluster."""
+class DotWriter(GraphWalker[str]):
+    """The walker calling each node's ``dot`` facet: emits node statements as it walks the graph;
+    edges are gathered and emitted last, at the top level, so that they never pull a node into a
+    cluster. What travels along the edges are the DOT edge tails of the values."""
+
+    facet: ClassVar[str] = "dot"
 
     lines: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
@@ -107,9 +112,9 @@ class _DotWriter:
 
     def write(self, graph: Graph) -> str:
         self.lines += [f"digraph {_quote_id(graph.name or 'net')} {{", *_HEADER]
-        for value in graph.inputs:
-            self.sources[id(value)] = self._value_node("  ", value, "", _INPUT_STYLE)
-        self._nodes(graph.nodes, "  ")
+        tails = [self._value_node("  ", value, "", _INPUT_STYLE) for value in graph.inputs]
+        self.sources.update((id(value), tail) for value, tail in zip(graph.inputs, tails))
+        self._walk_at(graph, tails, "  ")
         for value in graph.outputs:
             target = self.ids.node(f"output/{value.name}")
             attrs = {**_OUTPUT_STYLE, "label": _value_label(value)}
@@ -117,13 +122,18 @@ class _DotWriter:
             self._edge(value, target)
         return "\n".join(self.lines + self.orphans + self.edges + ["}"]) + "\n"
 
-    def _nodes(self, nodes: list[Node], indent: str) -> None:
+    def _walk_at(self, graph: Graph, tails: list[str], indent: str) -> None:
+        """Draws ``graph``'s nodes (its inputs drawn as ``tails``) with statements at ``indent``."""
         outer, self.indent = self.indent, indent
         try:
-            for node in nodes:
-                get_op(node.op).dot(self, node)
+            self.walk_values(graph, tails)
         finally:
             self.indent = outer
+
+    def visit(self, node: Node, tails: list[str]) -> list[str]:
+        """Draws the node through its ``dot`` facet; returns its outputs' edge tails."""
+        get_op(node.op).dot(self, node)
+        return [self.sources[id(value)] for value in node.outputs]
 
     # ---- what the ops' dot facets call ---------------------------------------------------------
 
@@ -149,7 +159,7 @@ class _DotWriter:
             self.sources[id(value)] = self._value_node(inner, value, role, _STEP_INPUT_STYLE)
         for outer, step_input in entries:
             self._edge(outer, self.sources[id(step_input)])
-        self._nodes(body.nodes, inner)
+        self._walk_at(body, [self.sources[id(value)] for value in body.inputs], inner)
         texts = [_output_text(node, value) + r"\n" + role
                  for value, role in zip(node.outputs, output_roles)]
         self._record(node, inner, texts, ported=True)

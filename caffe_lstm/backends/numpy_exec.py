@@ -12,15 +12,19 @@ import numpy as np
 
 from caffe_lstm.errors import CaffeLstmError, ExecutionError, ModelLoadError
 from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
 
 
-class NumpyExecutor:
-    """Runs a shaped graph with weights attached.
+class NumpyExecutor(GraphWalker[np.ndarray]):
+    """Runs a shaped graph with weights attached: the walker calling each node's ``numpy``
+    facet; what travels along the edges are float32 arrays.
 
     Args:
         graph: the graph, after ``infer_shapes`` and with weight data attached.
     """
+
+    facet = "numpy"
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
@@ -37,21 +41,14 @@ class NumpyExecutor:
         Returns:
             Arrays by value name.
         """
-        env: dict[int, np.ndarray] = {}
-        for value in self.graph.inputs:
-            env[id(value)] = self._feed(value, feeds)
-        for node in self.graph.nodes:
-            self._run_node(node, env)
+        env = self.walk_values(self.graph, [self._feed(v, feeds) for v in self.graph.inputs])
         wanted = list(self.graph.values()) if intermediate else self.graph.outputs
         return {v.name: env[id(v)] for v in wanted if id(v) in env}
 
     def run_subgraph(self, graph: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Runs ``graph`` (a loop body: same weights, own inputs) on ``inputs`` in order;
         returns its outputs in order."""
-        env = {id(value): array for value, array in zip(graph.inputs, inputs)}
-        for node in graph.nodes:
-            self._run_node(node, env)
-        return [env[id(value)] for value in graph.outputs]
+        return self.walk(graph, inputs)
 
     @staticmethod
     def _feed(value: Value, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -63,8 +60,9 @@ class NumpyExecutor:
             )
         return np.asarray(feeds[value.name], dtype=np.float32)
 
-    def _run_node(self, node: Node, env: dict[int, np.ndarray]) -> None:
-        args = [env[id(v)] for v in node.inputs] + [_weight(node, w) for w in node.weights]
+    def visit(self, node: Node, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The node's ``numpy`` facet on its bottoms then its blobs; one array per top."""
+        args = inputs + [_weight(node, w) for w in node.weights]
         try:
             op = get_op(node.op)
             results = op.numpy(self, node, *args)
@@ -75,8 +73,7 @@ class NumpyExecutor:
             # A bug, not a user error: keep the traceback, but say which node was running.
             exc.add_note(f"while executing {node.name} ({node.op})")
             raise
-        for value, array in zip(node.outputs, results):
-            env[id(value)] = np.asarray(array, dtype=np.float32)
+        return [np.asarray(array, dtype=np.float32) for array in results]
 
 
 def _weight(node: Node, value: Value) -> np.ndarray:

@@ -20,6 +20,7 @@ class _Stop(Exception):
 
 def _port_option(name: str, what: str):
     return click.option(f"--{name}-port", type=click.IntRange(1, 65535), default=None,
+                        metavar="PORT",
                         help=f"Port of the {what} (default: a free one).")
 
 
@@ -29,7 +30,7 @@ def _port_option(name: str, what: str):
 @_port_option("http", "HTTP/REST endpoint")
 @_port_option("grpc", "gRPC endpoint")
 @_port_option("metrics", "Prometheus metrics endpoint")
-@click.option("--address", default="127.0.0.1", show_default=True,
+@click.option("--address", metavar="ADDR", default="127.0.0.1", show_default=True,
               help="Where the endpoints listen; 0.0.0.0 for every interface.")
 @click.option("--log", "log", type=click.Path(dir_okay=False, path_type=Path),
               help="Append the server's own log to this file (default: a temporary file, "

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from caffe_lstm.frontend.caffemodel import LayerBlobs, read_caffemodel
-from caffe_lstm.frontend.caffemodel_writer import write_caffemodel
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import layer_types
 from caffe_lstm.ir.graph import Graph, Node
 

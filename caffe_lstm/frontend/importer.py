@@ -4,15 +4,16 @@ Caffe's in-place tops are renamed so that every value has one producer: the last
 blob keeps the Caffe name (what users see in outputs), earlier versions are called
 ``<blob>@<producing layer>``. Input layers become the net's input values.
 
-An op holding a subgraph (our ``Loop`` type, written by ``caffe-lstm rewrite``) parses with a
-context whose ``import_subgraph`` imports the body's layers (``loop_param.layer``) by the same
-code, its inputs being the blobs the op names.
+The importer is the context (``ctx``) of the ops' ``parse`` facet: an op holding a subgraph (our
+``Loop`` type, written by ``caffe-lstm rewrite``) calls its ``import_subgraph``, which imports the
+body's layers (``loop_param.layer``) by the same code, its inputs being the blobs the op names.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import CaffeLstmError, GraphError, UnsupportedLayerError, layer_where
@@ -50,10 +51,10 @@ def import_layers(layers: Sequence[SourceLayer], file: str, outputs: Sequence[st
     """
     layers = needed_layers(layers, outputs, file) if outputs else list(layers)
     check_supported(layers, file, python_layers)
-    wiring = _Wiring(layers, file, name)
+    importer = Importer(layers, file, name)
     for source in layers:
-        wiring.add(source)
-    return wiring.finish(outputs)
+        importer.add(source)
+    return importer.finish(outputs)
 
 
 def needed_layers(layers: Sequence[SourceLayer], outputs: Sequence[str],
@@ -105,12 +106,15 @@ def _unsupported(layers: Sequence[SourceLayer], python_layers: bool) -> dict[str
     return unsupported
 
 
-class _Wiring:
-    """Walks the layers once, creating values and nodes and renaming in-place tops."""
+class Importer:
+    """Walks the layers once, creating values and nodes and renaming in-place tops; the context
+    handed to each op's ``parse`` facet."""
 
     def __init__(self, layers: Sequence[SourceLayer], file: str, name: str) -> None:
         self.file = file
         self.graph = Graph(name=name)
+        #: the node being parsed and its param message (what ``import_subgraph`` reads)
+        self._parsing: tuple[Node, Any] | None = None
         self.current: dict[str, Value] = {}  # Caffe blob name -> its latest value
         self.remaining = defaultdict(int)  # Caffe blob name -> definitions still to come
         for source in layers:
@@ -127,7 +131,7 @@ class _Wiring:
         inputs = [self._bottom(blob, layer, where) for blob in layer.bottom]
         outputs = [self._new_value(top, layer.name) for top in layer.top]
         node = Node(layer.name, layer.type, inputs, outputs, where=where)
-        node.attrs = _parse_attrs(node, source, self.file)
+        node.attrs = self._parse(node, source)
         _check_counts(node)
         self.graph.nodes.append(node)
 
@@ -192,6 +196,39 @@ class _Wiring:
         self.graph.outputs = [self.current[name] for name in outputs]
         return self.graph
 
+    def _parse(self, node: Node, source: SourceLayer) -> dict:
+        """The node's attributes, from its op's ``parse`` facet on the layer's param message;
+        a refusal is located at the layer."""
+        op = get_op(node.op)
+        if not op.param:
+            return op.parse(self, None)
+        # a plugin's own message (not in our schema) is read from the prototxt's text
+        message = None if has_own_message(op) else getattr(source.layer, op.param)
+        outer, self._parsing = self._parsing, (node, message)
+        try:
+            params = plugin_params(op, source, self.file) if message is None \
+                else to_params(message)
+            return op.parse(self, params)
+        except CaffeLstmError as exc:
+            exc.where = exc.where or node.label
+            raise type(exc)(exc.what, exc.where, exc.hint) from None
+        finally:
+            self._parsing = outer
+
+    def import_subgraph(self, inputs: Sequence[str], outputs: Sequence[str]) -> Graph:
+        """The layers of the param message being parsed (``loop_param.layer``) as a graph:
+        ``inputs`` are values without a producer (the op feeds them), in order; ``outputs``
+        name blobs the body's layers produce."""
+        node, message = self._parsing
+        sources = [SourceLayer(layer) for layer in message.layer]
+        check_supported(sources, self.file)
+        body = Importer(sources, self.file, f"{node.name}/step")
+        for name in inputs:
+            body.add_body_input(name)
+        for source in sources:
+            body.add(source)
+        return body.finish_body(outputs, node)
+
     def finish(self, outputs: Sequence[str]) -> Graph:
         graph = self.graph
         used = {id(v) for node in graph.nodes for v in node.inputs}
@@ -201,40 +238,6 @@ class _Wiring:
         else:
             graph.outputs = [v for node in graph.nodes for v in node.outputs if id(v) not in used]
         return graph
-
-
-def _parse_attrs(node: Node, source: SourceLayer, file: str) -> dict:
-    op = get_op(node.op)
-    if not op.param:
-        return op.parse(None, None)
-    # a plugin's own message (not in our schema) is read from the prototxt's text
-    message = None if has_own_message(op) else getattr(source.layer, op.param)
-    try:
-        params = plugin_params(op, source, file) if message is None else to_params(message)
-        return op.parse(_SubgraphImport(node, message, file), params)
-    except CaffeLstmError as exc:
-        exc.where = exc.where or node.label
-        raise type(exc)(exc.what, exc.where, exc.hint) from None
-
-
-class _SubgraphImport:
-    """The importer as the context of an op holding a subgraph: imports the layers of the op's
-    param message (``loop_param.layer``) as a graph of their own."""
-
-    def __init__(self, node: Node, message, file: str) -> None:
-        self.node, self.message, self.file = node, message, file
-
-    def import_subgraph(self, inputs: Sequence[str], outputs: Sequence[str]) -> Graph:
-        """The body graph: ``inputs`` are values without a producer (the op feeds them), in
-        order; ``outputs`` name blobs the body's layers produce."""
-        sources = [SourceLayer(layer) for layer in self.message.layer]
-        check_supported(sources, self.file)
-        wiring = _Wiring(sources, self.file, f"{self.node.name}/step")
-        for name in inputs:
-            wiring.add_body_input(name)
-        for source in sources:
-            wiring.add(source)
-        return wiring.finish_body(outputs, self.node)
 
 
 def _check_counts(node: Node) -> None:

@@ -59,6 +59,11 @@ class Node:
         self.origin = self.origin or self.name
 
     @property
+    def subgraphs(self) -> list[Graph]:
+        """The graphs the node holds among its attributes (a Loop's step body), in order."""
+        return [value for value in self.attrs.values() if isinstance(value, Graph)]
+
+    @property
     def label(self) -> str:
         """How messages name the node: ``layer 'lstm1' (LSTM) at net.prototxt:12``."""
         label = f"layer '{self.name}' ({self.op})"
@@ -104,12 +109,11 @@ class Graph:
         return next((n for n in self.nodes if n.name == name), None)
 
     def all_nodes(self) -> Iterator[Node]:
-        """Every node, descending into the subgraph a node holds in ``attrs["body"]`` (a
-        Loop's step), right after that node."""
+        """Every node, descending into the subgraphs a node holds (a Loop's step), right after
+        that node."""
         for node in self.nodes:
             yield node
-            body = node.attrs.get("body")
-            if isinstance(body, Graph):
+            for body in node.subgraphs:
                 yield from body.all_nodes()
 
     def users(self, value: Value) -> list[Node]:

@@ -17,6 +17,19 @@ import numpy as np
 from caffe_lstm.ir.graph import Graph, Node, Shape, Value
 
 
+class ParamView(Protocol):
+    """A layer's param message as ``parse`` reads it (``frontend/params.py``): ``p.axis`` is the
+    field's value, or the schema default when it was not written; a nested message is a
+    ParamView, a repeated field a list, an enum value its name (``"SUM"``)."""
+
+    def has(self, name: str) -> bool:
+        """Whether the field was written (a repeated field: whether it has any entry)."""
+        ...
+
+    def __getattr__(self, name: str) -> Any:
+        ...
+
+
 class ImportContext(Protocol):
     """The importer, handed to ``parse`` (``frontend/importer.py``)."""
 
@@ -226,7 +239,7 @@ class OnnxContext(Protocol):
 
 
 class CaffeContext(Protocol):
-    """The Caffe writer, handed to ``caffe`` (``backends/caffe_writer.py``)."""
+    """The Caffe writer, handed to ``caffe`` (``frontend/caffe_writer.py``)."""
 
     def run_subgraph(self, graph: Graph) -> list[Any]:
         """The layers of ``graph``, for a repeated LayerParameter field."""

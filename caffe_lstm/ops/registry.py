@@ -26,14 +26,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from caffe_lstm.errors import ShapeError, UnsupportedLayerError
 from caffe_lstm.ir.graph import Graph, Node, Shape, Value
 from caffe_lstm.ops.contexts import (CaffeContext, DotContext, ExpandContext, ImportContext,
-                                     NumpyContext, OnnxContext, ShapeContext, TensorRTContext)
+                                     NumpyContext, OnnxContext, ParamView, ShapeContext,
+                                     TensorRTContext)
+
+if TYPE_CHECKING:  # the recurrent package registers its ops through this module
+    from caffe_lstm.ops.recurrent.cell import LstmWeights
 
 _REGISTRY: dict[str, type[Op]] = {}
 
@@ -127,7 +131,7 @@ class Op:
     onnx_missing_reason: ClassVar[str] = ""
 
     @staticmethod
-    def parse(ctx: ImportContext | None, p: Any) -> dict[str, Any]:
+    def parse(ctx: ImportContext | None, p: ParamView | None) -> dict[str, Any]:
         """The node's attributes from the layer's param message (``p``: the frontend's
         format-free view of it, None for an op without ``param``). Default: none."""
         return {}
@@ -195,21 +199,22 @@ class Op:
         raise _missing("expand", node)
 
     @staticmethod
-    def roles(node: Node, blobs: list[np.ndarray]) -> Any:
+    def roles(node: Node, blobs: list[np.ndarray]) -> LstmWeights:
         """The blobs (Caffe's order) by role, for ``weights export|import``."""
         raise _missing("roles", node)
 
     @staticmethod
-    def file_order(node: Node, roles: Any) -> list[np.ndarray]:
+    def file_order(node: Node, roles: LstmWeights) -> list[np.ndarray]:
         """The inverse of ``roles``: the blobs in Caffe's order."""
         raise _missing("file_order", node)
 
 
 def has_facet(op: type[Op], facet: str) -> bool:
-    """Whether ``op`` (or a base class of it other than ``Op``) defines ``facet``."""
+    """Whether ``op`` (or a base class of it other than ``Op``) defines ``facet`` (as other
+    than None: ``onnx = None`` says the op has no ONNX form)."""
     for cls in op.__mro__:
         if facet in vars(cls):
-            return cls is not Op
+            return cls is not Op and vars(cls)[facet] is not None
     raise AttributeError(f"no facet {facet!r}")
 
 
@@ -279,6 +284,10 @@ def recurrent_spec(op_type: str) -> RecurrentSpec | None:
 # ---- helpers shared by the op families -------------------------------------------------------
 
 
+#: The reason ``check_facet`` gives for an op that has no ``<facet>_missing_reason``.
+_NO_FORM = {"tensorrt": "no TensorRT emission yet", "onnx": "no ONNX form yet"}
+
+
 def check_facet(graph: Graph, facet: str, refusal: str) -> None:
     """Lists, in one error that starts with ``refusal``, every node (loop bodies included)
     whose op lacks ``facet`` ("tensorrt", "onnx"), by type with its ``<facet>_missing_reason``."""
@@ -288,7 +297,8 @@ def check_facet(graph: Graph, facet: str, refusal: str) -> None:
             missing[node.op].append(node.name)
     if missing:
         listing = "; ".join(
-            f"{op} ({', '.join(names)}): {getattr(get_op(op), f'{facet}_missing_reason')}"
+            f"{op} ({', '.join(names)}): "
+            f"{getattr(get_op(op), f'{facet}_missing_reason') or _NO_FORM[facet]}"
             for op, names in missing.items())
         raise UnsupportedLayerError(f"{refusal}: {listing}",
                                     "the rewritten graph",

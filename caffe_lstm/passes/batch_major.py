@@ -18,6 +18,7 @@ went from N to the new size (its batch axis). Exactly one assignment must hold.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -59,7 +60,8 @@ def find_batch_axes(graph: Graph, given: Mapping[str, int] | None = None) -> Bat
     for name, axis in given.items():
         _check_given(inputs, name, axis)
     batch = _net_batch(graph, given)
-    candidates = {name: ([given[name]] if name in given else _sized(value, batch))
+    known = {**_recurrent_axes(graph), **given}
+    candidates = {name: ([known[name]] if name in known else _sized(value, batch))
                   for name, value in inputs.items()}
     empty = [name for name, axes in candidates.items() if not axes]
     if empty:
@@ -128,6 +130,22 @@ def _time_major_recurrent(graph: Graph) -> list[Node]:
             if (spec := recurrent_spec(node.op)) is not None and spec.exposable]
 
 
+def _recurrent_axes(graph: Graph) -> dict[str, int]:
+    """Net inputs a time-major recurrent layer reads directly as its x, its cont or an
+    exposed state: N is their axis 1 ((T, N, ...), (1, N, H))."""
+    inputs = {id(v): v.name for v in graph.inputs}
+    axes = {}
+    for node in _time_major_recurrent(graph):
+        spec = recurrent_spec(node.op)
+        direct = [node.inputs[0]]
+        if spec.cont_bottom is not None and len(node.inputs) > spec.cont_bottom:
+            direct.append(node.inputs[spec.cont_bottom])
+        if node.attrs.get("expose_hidden"):
+            direct += node.inputs[-len(spec.states):]
+        axes.update({inputs[id(v)]: 1 for v in direct if id(v) in inputs})
+    return axes
+
+
 def _sized(value: Value, batch: int) -> list[int]:
     return [axis for axis, size in enumerate(value.shape) if size == batch]
 
@@ -137,11 +155,14 @@ def _fitting_assignments(graph: Graph, candidates: dict[str, list[int]], batch: 
     """The assignments (input -> axis) that hold, for each the outputs' batch axes, and why
     the first one that does not hold fails."""
     names = list(candidates)
+    if math.prod(len(axes) for axes in candidates.values()) > MAX_TRIALS:
+        unsure = [name for name in names if len(candidates[name]) > 1]
+        raise BatchAxisError(
+            f"too many ways to place N = {batch} on the net inputs ({', '.join(unsure[:3])}"
+            f"{' ...' if unsure[3:] else ''} have several axes of that size)", "", _HINT)
     combos = itertools.product(*(candidates[name] for name in names))
     fits, outputs, first_reason = [], [], ""
-    for trial, combo in enumerate(combos):
-        if trial == MAX_TRIALS:
-            break
+    for combo in combos:
         assignment = dict(zip(names, combo))
         found = _try(graph, assignment, batch)
         if isinstance(found, str):

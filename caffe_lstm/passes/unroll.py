@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from caffe_lstm.ops.builder import NodeBuilder
 from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops.loop import LoopLayout
 from caffe_lstm.passes.cleanup import remove_dead_nodes
 
@@ -17,7 +18,7 @@ def unroll_loops(graph: Graph) -> bool:
     """Replaces every Loop node of ``graph``; returns whether there was one."""
     nodes, changed = [], False
     for node in graph.nodes:
-        if not isinstance(node.attrs.get("body"), Graph):  # not a Loop
+        if not node.subgraphs:  # not a Loop
             nodes.append(node)
             continue
         scratch = NodeBuilder(Graph(), node.origin, node.where)
@@ -74,15 +75,23 @@ def _initial_states(b: NodeBuilder, layout: LoopLayout, first: Value,
 
 def _copy_body(b: NodeBuilder, body: Graph, inputs: list[Value], step: str) -> list[Value]:
     """One copy of the body, wired to ``inputs``; returns the copies of its outputs."""
-    mapping = {id(v): new for v, new in zip(body.inputs, inputs)}
-    for node in body.nodes:
-        outputs = [Value(f"{b.origin}/{step}/{_base(v)}") for v in node.outputs]
-        copy = Node(f"__{b.origin}/{step}/{_base_name(node.name)}", node.op,
-                    [mapping.get(id(v), v) for v in node.inputs], outputs, dict(node.attrs),
-                    list(node.weights), origin=node.origin, where=node.where)
-        b.graph.nodes.append(copy)
-        mapping.update({id(old): new for old, new in zip(node.outputs, outputs)})
-    return [mapping[id(v)] for v in body.outputs]
+    return _BodyCopy(b, step).walk(body, inputs)
+
+
+class _BodyCopy(GraphWalker[Value]):
+    """A walk copying each node of a body (same op, attrs and weights) for one step; what
+    travels along the edges are the copies' values."""
+
+    def __init__(self, b: NodeBuilder, step: str) -> None:
+        self.b, self.step = b, step
+
+    def visit(self, node: Node, inputs: list[Value]) -> list[Value]:
+        b = self.b
+        outputs = [Value(f"{b.origin}/{self.step}/{_base(v)}") for v in node.outputs]
+        b.graph.nodes.append(Node(f"__{b.origin}/{self.step}/{_base_name(node.name)}", node.op,
+                                  inputs, outputs, dict(node.attrs), list(node.weights),
+                                  origin=node.origin, where=node.where))
+        return outputs
 
 
 def _base(value: Value) -> str:

@@ -120,7 +120,7 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
     if options.max_batch == 0 and conts:
         raise CaffeLstmError("cont_from_start needs batching: without it Triton's control "
                              "tensor is [1], Caffe's cont (T, N)", name,
-                             "serve it with max_batch >= 1, or without cont_from_start")
+                             "serve it with batching (max_batch=8, say), or clients send cont")
     profiles = _batch_major(graph, options) if options.max_batch else {}
     skip = 1 if options.max_batch else 0  # Triton's dims leave out the batch dim
     shapes = {v.name: tuple(v.shape[skip:]) for v in (*graph.inputs, *graph.outputs)}

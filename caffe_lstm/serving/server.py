@@ -76,9 +76,9 @@ def find_triton() -> TritonInstall:
         stub=root / "python_backend_stubs" / version / "triton_python_backend_stub",
         libs=package.parent / "nvidia_pytriton.libs")
     for what, path in (("tritonserver", install.server),
-                       ("the Python backend", install.python_backend),
-                       (f"the Python backend stub for Python {version}", install.stub),
-                       ("the server's libraries", install.libs)):
+                       ("Python backend", install.python_backend),
+                       (f"Python backend stub for Python {version}", install.stub),
+                       ("nvidia_pytriton.libs", install.libs)):
         if not path.exists():
             raise ServingError(f"nvidia-pytriton has no {what}", str(path),
                                "reinstall it for this Python: pip install 'caffe-lstm[serve]'")

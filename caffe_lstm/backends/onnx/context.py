@@ -1,4 +1,5 @@
-"""What an op's ``onnx`` facet gets: a context that appends ONNX nodes and initializers.
+"""The ONNX exporter's walker, which is what an op's ``onnx`` facet gets as ``ctx``: it walks
+the graph, appends ONNX nodes and initializers, and exports a Loop's body (``run_subgraph``).
 
 The facet signature (every op, like the ``tensorrt`` facet)::
 
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from caffe_lstm.errors import CaffeLstmError
-from caffe_lstm.ir.graph import Node, Value
+from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ir.walk import GraphWalker
+from caffe_lstm.ops import get_op
 
 #: A dim as the exported model knows it: a size, a symbolic name, or None (varies, unnamed).
 Dim = int | str | None
@@ -38,27 +41,54 @@ class OnnxGraphParts:
     initializers: list[Any] = field(default_factory=list)
 
 
-class OnnxContext:
-    """The state of one export: the onnx module, the opset, the graph being filled, names.
+@dataclass
+class Streamed:
+    """A main-graph initializer kept out of the model: its TensorProto without data, and the
+    array whose bytes ``save_model`` writes."""
+
+    header: Any
+    array: np.ndarray
+
+
+def _static_dims(value: Value) -> tuple[Dim, ...]:
+    return tuple(value.shape)
+
+
+class OnnxContext(GraphWalker[str]):
+    """The state of one export (the onnx module, the opset, the graph being filled, names) and
+    the walk calling each node's ``onnx`` facet; what travels along the edges are tensor names.
 
     Args:
         onnx: the ``onnx`` module (imported lazily by the exporter).
         opset: the default-domain opset the model declares.
-        parts: where nodes and initializers go (swapped while a subgraph is built).
+        value_dims: the dims of an IR value as the model declares them (ints, or a str/None
+            where they vary); default: its shape.
+        value_names: the names of the graph's IR values, which no initializer may take.
+        stream_bytes: weights this large become main-graph initializers left out of the model
+            (``streamed``: ``save_model`` writes them from their arrays); None: none are.
     """
 
-    def __init__(self, onnx: Any, opset: int, parts: OnnxGraphParts | None = None) -> None:
+    facet = "onnx"
+
+    def __init__(self, onnx: Any, opset: int,
+                 value_dims: Callable[[Value], tuple[Dim, ...]] = _static_dims,
+                 value_names: Iterable[str] = (), stream_bytes: int | None = None) -> None:
         self.onnx, self.opset = onnx, opset
-        self.parts = parts or OnnxGraphParts()
+        self.value_dims = value_dims
+        self.stream_bytes = stream_bytes
+        #: where nodes and initializers go (swapped while a subgraph is exported)
+        self.parts = OnnxGraphParts()
         self.node: Node | None = None
         self._names: set[str] = set()
         #: Arrays given to initializers stay referenced until the model is written.
         self.keep_alive: list[np.ndarray] = []
-        #: set by the exporter: builds a subgraph (a Loop's body) and returns its GraphProto
-        self.subgraph_builder: Any = None
-        #: set by the exporter: the dims of an IR value (ints, or str/None where they vary)
-        self.value_dims: Callable[[Value], tuple[Dim, ...]] = lambda value: tuple(value.shape)
         self._shapes: dict[tuple[int, str], str] = {}
+        #: weight value -> initializer name, per enclosing graph (inner graphs see outer ones)
+        self._scopes: list[dict[int, str]] = [{}]
+        #: names no initializer may take: the IR values', and those given to initializers
+        self._taken = set(value_names)
+        #: with ``stream_bytes``: the large weights, written by save_model from their arrays
+        self.streamed: list[Streamed] = []
 
     # ---- naming ------------------------------------------------------------------------------
 
@@ -125,17 +155,74 @@ class OnnxContext:
         tensor.raw_data = array.tobytes()
         return tensor
 
-    def run_subgraph(self, graph: Any, inputs: Sequence[Any], outputs: Sequence[Any],
+    def run_subgraph(self, graph: Graph, inputs: Sequence[Any], outputs: Sequence[Any],
                      name: str, input_order: Sequence[int] | None = None) -> Any:
         """Exports ``graph`` (a Loop's body) as a GraphProto whose inputs are ``inputs``
         (ValueInfoProtos, in order, for the body's inputs) and whose outputs are ``outputs``
-        (ValueInfoProtos for the body's outputs): the exporter walks it like the main graph.
+        (ValueInfoProtos for the body's outputs), walking it like the main graph.
 
         An entry of ``inputs`` may instead be a plain tensor name of the enclosing graph: that
         body input then reads the outer value directly (ONNX subgraphs see outer-scope names)
         and is no input of the GraphProto. ``input_order`` lists the GraphProto's inputs as
         indices into ``inputs`` (ONNX Scan wants the states first); default: as given."""
-        return self.subgraph_builder(graph, inputs, outputs, name, input_order)
+        outer_parts, outer_node = self.parts, self.node
+        self.parts = OnnxGraphParts()
+        self._scopes.append({})
+        try:
+            names = [item if isinstance(item, str) else item.name for item in inputs]
+            results = self.walk(graph, names)
+            for result, info in zip(results, outputs):
+                if result != info.name:  # an alias, or the same value output twice
+                    self.node = outer_node
+                    self.add("Identity", [result], [info.name], suffix="step_output")
+            order = range(len(inputs)) if input_order is None else input_order
+            graph_inputs = [inputs[i] for i in order if not isinstance(inputs[i], str)]
+            return self.onnx.helper.make_graph(self.parts.nodes, name, graph_inputs,
+                                               list(outputs), initializer=self.parts.initializers)
+        finally:
+            self.parts, self.node = outer_parts, outer_node
+            self._scopes.pop()
+
+    def visit(self, node: Node, names: list[str]) -> list[str]:
+        """The node's ONNX nodes, from its ``onnx`` facet on its bottoms' tensor names then its
+        weights' initializers; each result takes the name of the IR value it computes."""
+        weights = [self._weight(value) for value in node.weights]
+        outer, self.node = self.node, node
+        try:
+            results = get_op(node.op).onnx(self, node, *names, *weights)
+            tops = []
+            for value, result in zip(node.outputs, results):
+                if result not in names and result != value.name:
+                    self.rename(result, value.name)
+                    result = value.name
+                tops.append(result)
+            return tops
+        except Exception as exc:
+            exc.add_note(f"while exporting {node.name} ({node.op})")
+            raise
+        finally:
+            self.node = outer
+
+    def _weight(self, value: Value) -> str:
+        """The initializer of a weight, made once per graph scope (the array in one copy).
+
+        An initializer takes its weight's name unless a value or another initializer has it."""
+        for scope in reversed(self._scopes):
+            if id(value) in scope:
+                return scope[id(value)]
+        if value.data is None:  # a bug: the API checks for missing weights first
+            raise ValueError(f"weight {value.name} has no data")
+        name = self.unique(value.name) if value.name in self._taken else value.name
+        self._taken.add(name)
+        array = np.asarray(value.data, dtype=np.float32)  # float32 already: no copy
+        if self.stream_bytes is not None and array.nbytes >= self.stream_bytes:
+            # the main graph's: every body sees it as an outer-scope value
+            self.streamed.append(Streamed(self.tensor_header(name, array), array))
+            self._scopes[0][id(value)] = name
+            return name
+        self.parts.initializers.append(self.initializer(name, array))
+        self._scopes[-1][id(value)] = name
+        return name
 
     # ---- shapes: a symbolic T or N is never baked into a constant ------------------------------
 

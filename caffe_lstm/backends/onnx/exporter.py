@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from caffe_lstm.analysis.profiles import shape_at_profile_sizes
-from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts
+from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts, Streamed
 from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
-from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ir.graph import Graph, Value
 from caffe_lstm.ops import check_facet, get_op
 from caffe_lstm.options import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Profile
 
@@ -132,8 +132,7 @@ def _all_values(graph: Graph) -> list[Value]:
     """Every value of ``graph`` and of the loop bodies inside it, once each."""
     found: dict[int, Value] = {id(v): v for v in graph.inputs}
     for node in graph.all_nodes():
-        body = node.attrs.get("body")
-        body_inputs = body.inputs if isinstance(body, Graph) else []
+        body_inputs = [value for body in node.subgraphs for value in body.inputs]
         found.update((id(v), v) for v in [*node.inputs, *node.outputs, *body_inputs])
     return list(found.values())
 
@@ -160,20 +159,18 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     check_exportable(graph)
     onnx = import_module("onnx")
     table = DimTable.ranged(graph, dict(profiles or {}))
-    ctx = OnnxContext(onnx, opset)
-    ctx.value_dims = table.of
     values = _all_values(graph)
-    walker = _Walker(ctx, {value.name for value in values}, stream)
-    ctx.subgraph_builder = walker.subgraph
+    ctx = OnnxContext(onnx, opset, table.of, {value.name for value in values},
+                      STREAM_BYTES if stream else None)
     for value in values:  # the IR's names go to the tensors computing them, nothing else
         ctx.reserve(value.name)
     for node in graph.all_nodes():
         for value in node.weights:
             ctx.reserve(value.name)
-    outputs = walker.walk(graph, [v.name for v in graph.inputs])
+    outputs = ctx.walk(graph, [v.name for v in graph.inputs])
     outputs = [_as_output(ctx, value.name, name)
                for value, name in zip(graph.outputs, outputs)]
-    _drop_unread(ctx.parts, walker.streamed, outputs)
+    _drop_unread(ctx.parts, ctx.streamed, outputs)
     helper = onnx.helper
     proto = helper.make_graph(
         ctx.parts.nodes, graph.name or "caffe-lstm",
@@ -183,7 +180,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     opsets = [helper.make_opsetid("", opset)]
     model = helper.make_model(proto, opset_imports=opsets, producer_name=producer)
     model.ir_version = helper.find_min_ir_version_for(opsets)
-    return model, walker.streamed
+    return model, ctx.streamed
 
 
 def _drop_unread(parts: OnnxGraphParts, streamed: list[Streamed], outputs: Sequence[str]
@@ -214,86 +211,6 @@ def _as_output(ctx: OnnxContext, wanted: str, name: str) -> str:
     return wanted
 
 
-class _Walker:
-    """Exports nodes in order; the context calls ``subgraph`` for a Loop's body."""
-
-    def __init__(self, ctx: OnnxContext, value_names: set[str], stream: bool = False) -> None:
-        self.ctx = ctx
-        #: weight value -> initializer name, per enclosing graph (inner graphs see outer ones)
-        self.scopes: list[dict[int, str]] = [{}]
-        #: names no initializer may take: the IR values', and those given to initializers
-        self.taken = set(value_names)
-        self.stream = stream
-        #: with ``stream``: the large weights, written by save_model from their arrays
-        self.streamed: list[Streamed] = []
-
-    def walk(self, graph: Graph, inputs: Sequence[str]) -> list[str]:
-        """Exports ``graph``'s nodes given tensor names for its inputs; returns its outputs."""
-        env = {id(value): name for value, name in zip(graph.inputs, inputs)}
-        for node in graph.nodes:
-            self._node(node, env)
-        return [env[id(value)] for value in graph.outputs]
-
-    def subgraph(self, graph: Graph, inputs: Sequence[Any], outputs: Sequence[Any], name: str,
-                 input_order: Sequence[int] | None = None) -> Any:
-        """The GraphProto of ``graph`` (see OnnxContext.run_subgraph)."""
-        ctx = self.ctx
-        outer_parts, outer_node = ctx.parts, ctx.node
-        ctx.parts = OnnxGraphParts()
-        self.scopes.append({})
-        try:
-            names = [item if isinstance(item, str) else item.name for item in inputs]
-            results = self.walk(graph, names)
-            for result, info in zip(results, outputs):
-                if result != info.name:  # an alias, or the same value output twice
-                    ctx.node = outer_node
-                    ctx.add("Identity", [result], [info.name], suffix="step_output")
-            order = range(len(inputs)) if input_order is None else input_order
-            graph_inputs = [inputs[i] for i in order if not isinstance(inputs[i], str)]
-            return ctx.onnx.helper.make_graph(ctx.parts.nodes, name, graph_inputs,
-                                              list(outputs), initializer=ctx.parts.initializers)
-        finally:
-            ctx.parts, ctx.node = outer_parts, outer_node
-            self.scopes.pop()
-
-    def _weight(self, value: Value) -> str:
-        """The initializer of a weight, made once per graph scope (the array in one copy)."""
-        for scope in reversed(self.scopes):
-            if id(value) in scope:
-                return scope[id(value)]
-        if value.data is None:  # a bug: the API checks for missing weights first
-            raise ValueError(f"weight {value.name} has no data")
-        name = self.ctx.unique(value.name) if value.name in self.taken else value.name
-        self.taken.add(name)
-        array = np.asarray(value.data, dtype=np.float32)  # float32 already: no copy
-        if self.stream and array.nbytes >= STREAM_BYTES:
-            # the main graph's: every body sees it as an outer-scope value
-            self.streamed.append(Streamed(self.ctx.tensor_header(name, array), array))
-            self.scopes[0][id(value)] = name
-            return name
-        self.ctx.parts.initializers.append(self.ctx.initializer(name, array))
-        self.scopes[-1][id(value)] = name
-        return name
-
-    def _node(self, node: Node, env: dict[int, str]) -> None:
-        ctx = self.ctx
-        names = [env[id(value)] for value in node.inputs]
-        weights = [self._weight(value) for value in node.weights]
-        outer, ctx.node = ctx.node, node
-        try:
-            results = get_op(node.op).onnx(ctx, node, *names, *weights)
-            for value, result in zip(node.outputs, results):
-                if result not in names and result != value.name:
-                    ctx.rename(result, value.name)  # the tensor takes the IR value's name
-                    result = value.name
-                env[id(value)] = result
-        except Exception as exc:
-            exc.add_note(f"while exporting {node.name} ({node.op})")
-            raise
-        finally:
-            ctx.node = outer
-
-
 # ---- writing ------------------------------------------------------------------------------------
 
 #: A protobuf message cannot exceed 2 GiB: larger initializers go to ``<name>.data`` beside it.
@@ -304,15 +221,6 @@ _SMALL_TENSOR = 1024
 
 #: With ``build_model(stream=True)``, weights this large are written straight from their arrays.
 STREAM_BYTES = 1 << 20
-
-
-@dataclass
-class Streamed:
-    """A main-graph initializer kept out of the model: its TensorProto without data, and the
-    array whose bytes ``save_model`` writes."""
-
-    header: Any
-    array: np.ndarray
 
 
 def save_model(model: Any, path: str | Path, streamed: Sequence[Streamed] = (),

@@ -26,6 +26,8 @@ class EmitContext(GraphWalker[Any]):
         fp16: compute in float16 (weights and activations), float32 otherwise.
     """
 
+    facet = "tensorrt"
+
     def __init__(self, trt: Any, network: Any, fp16: bool = False) -> None:
         self.trt, self.network, self.fp16 = trt, network, fp16
         self.float_np = np.float16 if fp16 else np.float32
@@ -37,8 +39,6 @@ class EmitContext(GraphWalker[Any]):
         self._names: set[str] = set()
         #: fp16: the name of each HALF tensor cast from a FLOAT network input -> that input.
         self.half_inputs: dict[str, Any] = {}
-
-    facet = "tensorrt"
 
     def run_subgraph(self, graph: Graph, tensors: Sequence[Any]) -> list[Any]:
         """Emits ``graph`` (the net, or a loop body) on ``tensors`` for its inputs; returns its

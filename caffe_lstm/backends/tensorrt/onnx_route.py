@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from caffe_lstm.backends.onnx.exporter import build_model, check_opset
 from caffe_lstm.backends.tensorrt.build import (BuildOptions, EngineBuildError,
                                                 create_network, serialize)
 from caffe_lstm.backends.tensorrt.runtime import Runtime, logger
+from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.ir.graph import Graph
 
 
 class OnnxParseError(EngineBuildError):
@@ -49,3 +52,17 @@ def build_from_onnx(runtime: Runtime, model: bytes, options: BuildOptions) -> by
     plan = serialize(runtime, builder, network, options)
     del parser  # the weights may go once the build has returned
     return plan
+
+
+def build_through_onnx(runtime: Runtime, graph: Graph, options: BuildOptions,
+                       opset: int) -> bytes:
+    """The engine of the rewritten ``graph`` exported to ONNX (``opset``, the options' shape
+    ranges as symbolic dims) and parsed by TensorRT; float32 only for now (the exported model
+    carries the precision, and it has no fp16 casts)."""
+    check_opset(opset)
+    if options.fp16:
+        raise CaffeLstmError("fp16=True is not available through the ONNX route yet",
+                             "via='onnx'",
+                             "build fp16 through our emitter (via='caffe-lstm'), or fp32 via onnx")
+    model, _ = build_model(graph, opset, dict(options.shapes))
+    return build_from_onnx(runtime, model.SerializeToString(), options)

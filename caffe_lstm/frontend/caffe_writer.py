@@ -1,10 +1,10 @@
 """The Caffe writer: a graph back to a NetParameter (the prototxt) and its weights (caffemodel).
 
-The inverse of the frontend, and besides it the only place that knows protobuf (a format at the
-edge). Every node becomes one layer: the node's name, its op as the type, its input and output
-values as bottoms and tops, and its attributes in the type's param message: the op's ``caffe``
-facet gives them as plain fields (the inverse of its ``parse``), set here by name. The net
-inputs become one ``Input`` layer.
+The inverse of the reader, in the frontend because the frontend is the only place that knows
+protobuf (a format at the edge). Every node becomes one layer: the node's name, its op as the
+type, its input and output values as bottoms and tops, and its attributes in the type's param
+message: the op's ``caffe`` facet gives them as plain fields (the inverse of its ``parse``),
+set here by name. The net inputs become one ``Input`` layer.
 
 Weights: a layer declares ``param { name: "<weight value name>" }`` for each of its blobs, so
 weights used by several nodes (W_hc in every unrolled step: one Value) share a name, which is
@@ -15,12 +15,17 @@ A Loop node becomes a layer of our own type ``Loop`` whose ``loop_param`` holds 
 layers, which its facet asks this writer for (``run_subgraph``); their names start with
 ``__<layer>/``, unique in the net, so their blobs are stored in the caffemodel under those
 names. Only an unrolled graph is plain upstream Caffe.
+
+The caffemodel's bytes are those protobuf would produce (every blob as packed float ``data``
+then ``shape``, as Caffe saves them), but the float data goes from numpy to the file as one
+buffer per blob: no per-float Python work, so vocabulary-sized weights write in a moment.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+from collections.abc import Sequence
 
 import numpy as np
 from google.protobuf import text_format
@@ -29,6 +34,7 @@ from google.protobuf.message import Message
 
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Node
+from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
 from caffe_lstm.proto import caffe_pb2
 
@@ -48,7 +54,7 @@ def to_net_parameter(graph: Graph) -> tuple[caffe_pb2.NetParameter, list[LayerWe
     net = caffe_pb2.NetParameter(name=graph.name)
     if graph.inputs:
         _add_input_layer(net, graph)
-    _add_layers(net.layer, graph.nodes)
+    net.layer.extend(CaffeWriter().run_subgraph(graph))
     _add_silence(net, graph)
     return net, layer_weights(graph)
 
@@ -80,31 +86,39 @@ def _add_input_layer(net: caffe_pb2.NetParameter, graph: Graph) -> None:
         layer.input_param.shape.add(dim=[int(d) for d in value.shape])
 
 
-def _add_layers(layers, nodes: list[Node]) -> None:
-    """Appends one LayerParameter per node to the repeated field ``layers``."""
-    writer = _LayerWriter()
-    for node in nodes:
-        layers.add().CopyFrom(writer.layer(node))
+class CaffeWriter(GraphWalker[str]):
+    """The walker calling each node's ``caffe`` facet: one LayerParameter per node, and
+    ``run_subgraph`` for an op that holds a graph (a Loop's body); what travels along the
+    edges are blob names."""
 
+    facet = "caffe"
 
-class _LayerWriter:
-    """The writer as the context of the ops' ``caffe`` facet: one LayerParameter per node, and
-    ``run_subgraph`` for an op that holds a graph (a Loop's body)."""
+    def __init__(self) -> None:
+        #: the layers of the graph being written (a body's while its Loop is written)
+        self.layers: list[LayerParameter] = []
 
-    def layer(self, node: Node) -> LayerParameter:
-        layer = LayerParameter(name=node.name, type=node.op, bottom=[v.name for v in node.inputs],
-                               top=[v.name for v in node.outputs])
+    def run_subgraph(self, graph: Graph) -> list[LayerParameter]:
+        """The layers of ``graph`` (the net's, or a body's), for a repeated LayerParameter
+        field."""
+        outer, self.layers = self.layers, []
+        try:
+            self.walk_values(graph, [value.name for value in graph.inputs])
+            return self.layers
+        finally:
+            self.layers = outer
+
+    def visit(self, node: Node, bottoms: list[str]) -> list[str]:
+        """Appends the node's layer; its tops are its values' names."""
+        tops = [value.name for value in node.outputs]
+        layer = LayerParameter(name=node.name, type=node.op, bottom=bottoms, top=tops)
         for weight in node.weights:
             layer.param.add(name=weight.name)
         op = get_op(node.op)
         fields = op.caffe(self, node)
         if fields:
             _set_fields(getattr(layer, op.param), fields)
-        return layer
-
-    def run_subgraph(self, graph: Graph) -> list[LayerParameter]:
-        """The layers of ``graph``, for a repeated LayerParameter field."""
-        return [self.layer(node) for node in graph.nodes]
+        self.layers.append(layer)
+        return tops
 
 
 def _add_silence(net: caffe_pb2.NetParameter, graph: Graph) -> None:
@@ -152,3 +166,63 @@ def _field_value(field: FieldDescriptor, value: Any) -> Any:
     if field.type == FieldDescriptor.TYPE_ENUM:
         return field.enum_type.values_by_name[value].number
     return value
+
+
+# ---- the caffemodel: blobs written from their arrays ----------------------------------------
+
+# Field numbers from caffe.proto: NetParameter.layer, LayerParameter.blobs, BlobProto.data/shape.
+_NET_LAYER, _LAYER_BLOBS, _BLOB_DATA, _BLOB_SHAPE = 100, 7, 5, 7
+_LEN = 2  # the length-delimited wire type
+
+
+def write_caffemodel(path: str | Path, layers: Sequence[tuple[str, str, Sequence[np.ndarray]]],
+                     net_name: str = "") -> None:
+    """Writes ``(layer name, layer type, blobs)`` entries as Caffe does (shape + float data).
+
+    The file is written beside ``path`` first and renamed onto it when complete.
+    """
+    with atomic_output(path) as tmp, open(tmp, "wb") as stream:
+        stream.write(caffe_pb2.NetParameter(name=net_name).SerializeToString())
+        for name, layer_type, blobs in layers:
+            _write_layer(stream, name, layer_type, blobs)
+
+
+def _write_layer(stream: BinaryIO, name: str, layer_type: str,
+                 blobs: Sequence[np.ndarray]) -> None:
+    """One ``layer`` entry: its name and type, then one ``blobs`` entry per array."""
+    head = caffe_pb2.LayerParameter(name=name, type=layer_type).SerializeToString()
+    parts = [head]
+    for array in blobs:
+        blob = _blob_parts(_float32_c_order(array))
+        parts += [_tag_and_length(_LAYER_BLOBS, sum(len(p) for p in blob)), *blob]
+    stream.write(_tag_and_length(_NET_LAYER, sum(len(p) for p in parts)))
+    for part in parts:
+        stream.write(part)
+
+
+def _blob_parts(data: np.ndarray) -> list:
+    """A BlobProto as byte chunks: packed ``data`` (a view of the array), then ``shape``."""
+    shape = caffe_pb2.BlobShape(dim=[int(d) for d in data.shape]).SerializeToString()
+    raw = memoryview(data).cast("B") if data.size else b""
+    data_field = [_tag_and_length(_BLOB_DATA, len(raw)), raw] if data.size else []
+    return data_field + [_tag_and_length(_BLOB_SHAPE, len(shape)), shape]
+
+
+def _float32_c_order(array: np.ndarray) -> np.ndarray:
+    """Little-endian float32 in C order; a 0-axis (scalar) blob keeps its empty shape."""
+    data = np.asarray(array, dtype="<f4")
+    return data if data.flags.c_contiguous else data.copy(order="C")
+
+
+def _tag_and_length(number: int, length: int) -> bytes:
+    """The key of a length-delimited field followed by its payload length."""
+    return _varint((number << 3) | _LEN) + _varint(length)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
