@@ -20,13 +20,13 @@ from caffe_lstm.analysis.checks import require_layers, require_weights
 from caffe_lstm.analysis.profiles import checked_profiles
 from caffe_lstm.analysis.summary import summarize
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
-from caffe_lstm.compare import Comparison, compare_outputs
+from caffe_lstm.compare import Comparison, compare_outputs, mark_sensitive, nudged_weights
 from caffe_lstm.errors import ModelLoadError, UnsupportedLayerError
 from caffe_lstm.feeds import apply_feeds, random_feeds
 from caffe_lstm.files import (arrays_from, atomic_output, maybe_atomic, nothing_left_on_error,
                               refuse_to_overwrite)
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
-from caffe_lstm.frontend.loader import load_net
+from caffe_lstm.frontend.loader import layer_fillers, load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
@@ -163,6 +163,7 @@ class Net:
             candidates += self._onnx_candidate(report, feeds, required=bool(onnxruntime))
         for title, candidate in candidates:
             report.results.append((title, compare_outputs(reference, candidate(), atol, rtol)))
+        mark_sensitive(report, reference, lambda: NumpyExecutor(nudged_weights(graph)).run(feeds))
         return report
 
     # ---- writing ------------------------------------------------------------------------------
@@ -343,12 +344,12 @@ class Net:
                                          blobs)
 
     def write_synthetic_weights(self, output: str | Path, seed: int = 0) -> int:
-        """Writes seeded synthetic weights (uniform in [-0.5, 0.5)) for every learnable layer
-        to ``output``; returns the number of layers written."""
+        """Writes seeded synthetic weights (the prototxt's fillers, else scaled by the fan-in:
+        ``synthetic``) for every learnable layer to ``output``; returns the layers written."""
         from caffe_lstm.synthetic import synthetic_weights
 
         self._require_layers()
-        layers = synthetic_weights(self.graph, seed)
+        layers = synthetic_weights(self.graph, seed, fillers=layer_fillers(self.prototxt))
         write_caffemodel(output, layers, net_name=self.graph.name)
         return len(layers)
 

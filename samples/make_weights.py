@@ -25,7 +25,7 @@ def main() -> None:
         prototxt = SAMPLES / name / f"{name}.prototxt"
         graph = load_net(prototxt).graph
         target = prototxt.with_suffix(".caffemodel")
-        write_caffemodel(target, synthetic_weights(graph, seed), net_name=graph.name)
+        write_caffemodel(target, synthetic_weights(graph, seed, scale=0.5), net_name=graph.name)
         print(f"wrote {target.relative_to(SAMPLES.parent)}")
 
 

@@ -23,7 +23,7 @@ import pytest
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.synthetic import synthetic_weights
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 # A small recurrent net: x (T=3, N=2, 4) and cont (3, 2) -> LSTM (5) -> InnerProduct (3).
 NET = """name: "bad"

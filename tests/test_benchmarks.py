@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
 

@@ -13,23 +13,9 @@ import torch
 
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
+from tests.helpers import BLSTM_NET, BLSTM_SIZES, assert_network_matches_numpy
 
-T, N, I, H = 7, 3, 5, 4
-
-BLSTM_NET = f"""
-name: "blstm"
-input: "data"
-input_shape {{ dim: {T} dim: {N} dim: {I} }}
-layer {{ name: "lstm" type: "Lstm" bottom: "data" top: "lstm" lstm_param {{ num_output: {H} }} }}
-layer {{ name: "lstm-reverse1" type: "Reverse" bottom: "data" top: "rlstm_input"
-        reverse_param {{ axis: 0 }} }}
-layer {{ name: "rlstm" type: "Lstm" bottom: "rlstm_input" top: "rlstm-output"
-        lstm_param {{ num_output: {H} }} }}
-layer {{ name: "lstm-reverse2" type: "Reverse" bottom: "rlstm-output" top: "rlstm"
-        reverse_param {{ axis: 0 }} }}
-layer {{ name: "merge" type: "Concat" bottom: "lstm" bottom: "rlstm" top: "merge"
-        concat_param {{ axis: 2 }} }}
-"""
+T, N, I, H = BLSTM_SIZES
 
 # Caffe's gate blocks are (i, f, o, g); torch's are (i, f, g, o).
 CAFFE_TO_TORCH_BLOCKS = (0, 1, 3, 2)
@@ -92,7 +78,6 @@ def test_blstm_tensorrt_network_equals_numpy(blstm):
     from caffe_lstm.backends.tensorrt.build import BuildOptions
     from caffe_lstm.backends.tensorrt.runtime import load_runtime
     from caffe_lstm.passes import run_passes
-    from tests.test_trt_emit import assert_network_matches_numpy
 
     net, weights, _, _, data = blstm
     graph = run_passes(load_net(net, weights).graph)

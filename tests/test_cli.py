@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import corpus_files, corpus_options, needs_corpus, run_cli, sample
+from tests.helpers import (
+    assert_one_error_line, corpus_files, corpus_options, needs_corpus, run_cli, sample,
+)
 
 SAMPLE_NAMES = ["seq_classifier", "captioner"]
 
@@ -170,7 +172,7 @@ def test_bad_input_gives_one_error_line(tmp_path, case):
         args = ["run", net, "-w", weights, "-o", out]
     else:
         args = ["inspect", net]
-    _assert_one_error_line(args, needle)
+    assert_one_error_line(run_cli(*args), needle)
     assert not out.exists()
 
 
@@ -178,14 +180,16 @@ def test_bad_inputs_npz_and_unwritable_output(tmp_path):
     net, weights = sample("seq_classifier")
     inputs = tmp_path / "in.npz"
     np.savez(inputs, data=np.zeros((12, 2, 8), np.float32))
-    _assert_one_error_line(["run", net, "-w", weights, "--inputs", inputs], "missing input(s) cont")
+    assert_one_error_line(run_cli("run", net, "-w", weights, "--inputs", inputs),
+                          "missing input(s) cont")
     np.savez(inputs, data=np.zeros((12, 8), np.float32), cont=np.zeros((12, 2), np.float32))
-    _assert_one_error_line(["run", net, "-w", weights, "--inputs", inputs],
-                           "input 'data' has shape")
+    assert_one_error_line(run_cli("run", net, "-w", weights, "--inputs", inputs),
+                          "input 'data' has shape")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    _assert_one_error_line(["run", net, "-w", weights, "--inputs", tmp_path / "junk.npz"],
-                           "cannot read the inputs file")
-    _assert_one_error_line(["run", net, "-w", weights, "-o", tmp_path / "no" / "dir" / "o.npz"],
+    assert_one_error_line(run_cli("run", net, "-w", weights, "--inputs", tmp_path / "junk.npz"),
+                          "cannot read the inputs file")
+    assert_one_error_line(run_cli("run", net, "-w", weights, "-o",
+                                  tmp_path / "no" / "dir" / "o.npz"),
                            "cannot write the output")
     assert not (tmp_path / "no").exists()
 
@@ -195,17 +199,6 @@ def test_debug_shows_the_traceback(tmp_path):
     net.write_text("layer { nme: 1 }\n")
     proc = run_cli("--debug", "inspect", net)
     assert proc.returncode != 0 and "Traceback" in proc.stderr
-
-
-
-
-def _assert_one_error_line(args, needle):
-    proc = run_cli(*args)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1, proc.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    assert needle in lines[0], lines[0]
-    assert "Traceback" not in proc.stderr
 
 
 # ---- verify: the recurrent equations against the rewritten graph ---------------------------------

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
+from tests.helpers import lstm_prototxt, run_rewritten_and_original
 
 torch = pytest.importorskip("torch")
 
@@ -18,52 +19,11 @@ def reorder(array: np.ndarray, hidden: int) -> np.ndarray:
     return np.concatenate(blocks, axis=0)
 
 
-def lstm_prototxt(T, N, in_dims, H, static=None, expose=False):
-    """An Input layer and one LSTM layer; returns the prototxt text."""
-    shapes = [(T, N) + tuple(in_dims), (T, N)]
-    tops = ["x", "cont"]
-    bottoms = ["x", "cont"]
-    if static is not None:
-        shapes.append((N, static))
-        tops.append("x_static")
-        bottoms.append("x_static")
-    if expose:
-        shapes += [(1, N, H), (1, N, H)]
-        tops += ["h_0", "c_0"]
-        bottoms += ["h_0", "c_0"]
-    shape_text = " ".join("shape { " + " ".join(f"dim: {d}" for d in s) + " }" for s in shapes)
-    top_text = " ".join(f'top: "{t}"' for t in tops)
-    bottom_text = " ".join(f'bottom: "{b}"' for b in bottoms)
-    out_tops = 'top: "h" top: "h_T" top: "c_T"' if expose else 'top: "h"'
-    return (f'layer {{ name: "input" type: "Input" {top_text} input_param {{ {shape_text} }} }}\n'
-            f'layer {{ name: "lstm1" type: "LSTM" {bottom_text} {out_tops}\n'
-            f'  recurrent_param {{ num_output: {H} expose_hidden: {str(expose).lower()} }} }}\n')
-
-
 def write_net(tmp_path, text, blobs, layer="lstm1", layer_type="LSTM"):
     net, weights = tmp_path / "net.prototxt", tmp_path / "net.caffemodel"
     net.write_text(text)
     write_caffemodel(weights, [(layer, layer_type, blobs)])
     return net, weights
-
-
-def run_cli(invoke, tmp_path, net, weights, feeds):
-    """Runs the rewritten graph (the default) and the direct equations (--original); checks
-    they agree to 1e-5 and returns the rewritten graph's outputs."""
-    inputs = tmp_path / "in.npz"
-    np.savez(inputs, **feeds)
-    runs = []
-    for flags in ((), ("--original",)):
-        out = tmp_path / f"out{len(runs)}.npz"
-        result = invoke("run", net, "-w", weights, "--inputs", inputs, "-o", out, *flags)
-        assert result.exit_code == 0, result.stderr
-        with np.load(out) as data:
-            runs.append({k: data[k] for k in data.files})
-    rewritten, original = runs
-    assert rewritten.keys() == original.keys()
-    for name in rewritten:
-        np.testing.assert_allclose(rewritten[name], original[name], atol=1e-5, rtol=0)
-    return rewritten
 
 
 def torch_lstm(x, w_xc, b_c, w_hc, h0=None, c0=None):
@@ -113,7 +73,7 @@ def test_run_matches_torch_lstm(invoke, tmp_path, T, N, in_dims, H):
     x = rng.normal(size=(T, N) + in_dims).astype(np.float32)
     cont = np.ones((T, N), np.float32)
     cont[0] = 0
-    got = run_cli(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["h"]
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["h"]
     expected, _, _ = torch_lstm(x.reshape(T, N, I), w_xc, b_c, w_hc)
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
 
@@ -131,7 +91,7 @@ def test_run_cont_matches_per_step_emulation(invoke, tmp_path, cont_case):
         cont[4, 1] = 0  # stream 1 starts a new sequence at t = 4; streams 0 and 2 go on
     else:
         cont[3, 2] = 0.5  # acts linearly on the carried h and c
-    got = run_cli(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["h"]
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["h"]
     zeros = np.zeros((1, N, H))
     expected, _, _ = torch_per_step(x, cont, w_xc, b_c, w_hc, zeros, zeros)
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
@@ -147,7 +107,7 @@ def test_run_x_static_matches_torch(invoke, tmp_path):
     x_static = rng.normal(size=(N, S)).astype(np.float32)
     cont = np.ones((T, N), np.float32)
     cont[0] = 0
-    got = run_cli(invoke, tmp_path, net, weights,
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights,
                   {"x": x, "cont": cont, "x_static": x_static})["h"]
     # x_static joins every step's input; its weight columns join W_xc's (peers.md §5.2).
     x_joined = np.concatenate([x, np.broadcast_to(x_static, (T, N, S))], axis=2)
@@ -165,7 +125,8 @@ def test_run_expose_hidden_matches_torch(invoke, tmp_path):
     h0 = rng.normal(size=(1, N, H)).astype(np.float32)
     c0 = rng.normal(size=(1, N, H)).astype(np.float32)
     cont = np.ones((T, N), np.float32)  # cont_1 = 1: the given state carries into step 1
-    out = run_cli(invoke, tmp_path, net, weights, {"x": x, "cont": cont, "h_0": h0, "c_0": c0})
+    out = run_rewritten_and_original(invoke, tmp_path, net, weights,
+                                     {"x": x, "cont": cont, "h_0": h0, "c_0": c0})
     expected, h_n, c_n = torch_lstm(x, w_xc, b_c, w_hc, h0, c0)
     np.testing.assert_allclose(out["h"], expected, atol=1e-5, rtol=0)
     np.testing.assert_allclose(out["h_T"], h_n, atol=1e-5, rtol=0)
@@ -190,7 +151,7 @@ def test_run_lstm_hand_worked(invoke, tmp_path):
         np.ones((4, 1), np.float32)])
     x = np.array([[[1.0]], [[2.0]]], np.float32)
     cont = np.array([[0.0], [1.0]], np.float32)
-    got = run_cli(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["h"]
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["h"]
     np.testing.assert_allclose(got.ravel(), [0.2046742, 0.5347709], atol=2e-7)
 
 
@@ -210,7 +171,7 @@ def test_run_rnn_hand_worked(invoke, tmp_path):
     net, weights = write_net(tmp_path, text, blobs, layer="rnn1", layer_type="RNN")
     x = np.array([[[0.5]], [[-0.25]]], np.float32)
     cont = np.array([[0.0], [1.0]], np.float32)
-    got = run_cli(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["o"]
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["o"]
     np.testing.assert_allclose(got.ravel(), [0.7452197, 0.7960585], atol=2e-7)
 
 
@@ -228,7 +189,7 @@ def test_run_stacked_lstms_match_torch_two_layers(invoke, tmp_path):
     x = rng.normal(size=(T, N, I)).astype(np.float32)
     cont = np.ones((T, N), np.float32)
     cont[0] = 0
-    got = run_cli(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["h2"]
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["h2"]
     lower, _, _ = torch_lstm(x, *first)
     expected, _, _ = torch_lstm(lower.astype(np.float32), *second)
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
@@ -248,7 +209,7 @@ def test_run_rnn_matches_torch(invoke, tmp_path, T, N, I, H):
     x = rng.normal(size=(T, N, I)).astype(np.float32)
     cont = np.ones((T, N), np.float32)
     cont[0] = 0
-    got = run_cli(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["o"]
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, {"x": x, "cont": cont})["o"]
     rnn = torch.nn.RNN(I, H, nonlinearity="tanh", dtype=torch.float64)
     with torch.no_grad():
         for param, value in ((rnn.weight_ih_l0, w_xh), (rnn.weight_hh_l0, w_hh),
@@ -289,6 +250,6 @@ def test_run_fork_lstm_matches_torch(invoke, tmp_path, layout):
             + ('bottom: "clip" ' if with_clip else "")
             + f'top: "h" lstm_param {{ num_output: {H} batch_size: {N} }} }}\n')
     net, weights = write_net(tmp_path, text, [w_xc, w_hc, b_c], "lstm1", "Lstm")
-    got = run_cli(invoke, tmp_path, net, weights, feeds)["h"]
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, feeds)["h"]
     expected, _, _ = torch_lstm(x, w_xc, b_c, w_hc)
     np.testing.assert_allclose(got.reshape(T, N, H), expected, atol=1e-5, rtol=0)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
-from tests.conftest import run_cli, sample
+from tests.helpers import run_cli, sample
 
 pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
 

@@ -12,7 +12,7 @@ from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.passes import run_passes
 from caffe_lstm.synthetic import synthetic_weights
-from tests.conftest import corpus_files, needs_corpus
+from tests.helpers import corpus_files, needs_corpus, random_feeds
 
 pytestmark = needs_corpus()
 
@@ -79,8 +79,6 @@ def test_ocr_net_runs_and_its_tensorrt_network_matches(tmp_path, invoke, name):
     from caffe_lstm.backends.tensorrt.network_eval import evaluate_network
     from caffe_lstm.backends.tensorrt.runtime import load_runtime
     from caffe_lstm.passes import run_passes
-    from tests.test_trt_emit import random_feeds
-
     runtime = load_runtime("tensorrt-rtx")
     graph = run_passes(load_net(path, weights).graph)
     feeds = random_feeds(graph, 2)

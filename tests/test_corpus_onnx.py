@@ -22,9 +22,10 @@ import pytest
 import caffe_lstm
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.synthetic import synthetic_weights
-from tests.conftest import corpus_files, needs_corpus
-from tests.onnx_parser_check import assert_parser_matches_onnxruntime, onnxruntime_outputs
-from tests.test_corpus_pipeline import EXPECTED
+from tests.helpers import (
+    CORPUS_EXPECTED, assert_parser_matches_onnxruntime, corpus_files, needs_corpus,
+    onnxruntime_outputs,
+)
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -35,13 +36,13 @@ RTOL = 1e-5
 SCALE_DEFAULT = 0.05
 SCALES = {"prototxt__scrc_word_to_preds_full.prototxt": 0.02,
           "examples__LRCN_activity_recognition__deploy_lstm.prototxt": 0.02}
-DEPLOY = [path for path in corpus_files() if EXPECTED[path.name][1] == "engine"]
+DEPLOY = [path for path in corpus_files() if CORPUS_EXPECTED[path.name][1] == "engine"]
 
 
 @needs_corpus()
 @pytest.mark.parametrize("path", DEPLOY, ids=lambda p: p.name)
 def test_corpus_deploy_net_exports_exactly(invoke, tmp_path, path):
-    cut = EXPECTED[path.name][0]
+    cut = CORPUS_EXPECTED[path.name][0]
     outputs = [name for name in cut.split(",") if name]
     selection = ("--outputs", cut) if cut else ()
     net = caffe_lstm.load(path, outputs=outputs)

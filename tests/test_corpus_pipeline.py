@@ -14,34 +14,11 @@ from google.protobuf import text_format
 
 import caffe_lstm
 from caffe_lstm.proto import caffe_pb2
-from tests.conftest import CORPUS_TRAIN_NETS, corpus_files, corpus_options, needs_corpus
+from tests.helpers import (
+    CORPUS_EXPECTED, CORPUS_TRAIN_NETS, corpus_files, corpus_options, needs_corpus,
+)
 
 pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
-
-#: file -> (--outputs cut or "", the expected outcome): "engine" = inspect, weights init, run
-#: and convert succeed ("verified engine": weights init, verify and convert, for the train/test
-#: nets); otherwise the text the one-line inspect error must contain.
-EXPECTED = {
-    "examples__LRCN_activity_recognition__deploy_lstm.prototxt": ("", "engine"),
-    "examples__LRCN_activity_recognition__train_test_lstm_RGB.prototxt": ("", "verified engine"),
-    "examples__LRCN_evaluate__deploy_lstm_lstm.prototxt": ("", "engine"),
-    "examples__coco_caption__lrcn.prototxt": ("", "verified engine"),
-    "examples__coco_caption__lrcn_word_to_preds.deploy.prototxt": ("", "engine"),
-    "examples__coco_caption__lstm_language_model.prototxt": ("", "verified engine"),
-    "examples__coco_caption__lstm_lm.deploy.prototxt": ("", "engine"),
-    "examples__lstm_sequence__deep_lstm_short.prototxt": ("", "engine"),
-    "examples__lstm_sequence__lstm_short.prototxt": ("", "engine"),
-    "prototxt__scrc_word_to_preds_full.prototxt": ("", "engine"),
-    "examples__ocr__densenet__densenet-res-blstm_deploy.prototxt": ("", "engine"),
-    "examples__ocr__inception-bn__deploy.prototxt": ("", "engine"),
-    "models__deploy.prototxt": ("rpn_cls_prob_reshape,rpn_bbox_pred", "engine"),
-    "examples__language_fusion__deploy_lm_deepfus_img512_s2vt_glove.words_to_preds.prototxt":
-        ("", "engine"),
-    "examples__s2vt__s2vt.prototxt": ("", "verified engine"),
-    "examples__s2vt__s2vt.words_to_preds.deploy.prototxt": ("", "engine"),
-    "examples__warpctc_captcha__deploy.prototxt": ("", "engine"),
-    "examples__crnn__deploy.prototxt": ("", "engine"),
-}
 
 #: How the train/test nets run (weights init, verify, convert): the stages of
 #: conftest.CORPUS_TRAIN_NETS with smaller shapes where the net leaves them open (few streams
@@ -71,15 +48,16 @@ TRAIN_RUNS = {
 
 @needs_corpus()
 def test_every_corpus_file_has_an_expected_outcome():
-    assert sorted(p.name for p in corpus_files()) == sorted(EXPECTED)
-    assert {name for name, (_, outcome) in EXPECTED.items() if outcome == "verified engine"} \
+    assert sorted(p.name for p in corpus_files()) == sorted(CORPUS_EXPECTED)
+    assert {name for name, (_, outcome) in CORPUS_EXPECTED.items()
+            if outcome == "verified engine"} \
         == set(TRAIN_RUNS)
 
 
 @needs_corpus()
 @pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
 def test_corpus_file_through_the_pipeline(invoke, tmp_path, path):
-    cut, expected = EXPECTED[path.name]
+    cut, expected = CORPUS_EXPECTED[path.name]
     selection = ("--outputs", cut) if cut else ()
     result = invoke("inspect", path, *selection, *corpus_options(path))
     if expected not in ("engine", "verified engine"):

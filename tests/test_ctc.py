@@ -8,8 +8,7 @@ import pytest
 
 from caffe_lstm.errors import ShapeError
 from caffe_lstm.ops import get_op
-from tests.onnx_facets import run_onnx_facet
-from tests.opcheck import make_node, run_op
+from tests.helpers import make_node, run_onnx_facet, run_op
 
 
 def _scores(paths: list[list[int]], classes: int) -> np.ndarray:

@@ -15,8 +15,7 @@ from caffe_lstm.ops.conv import parse_conv_param
 from caffe_lstm.ops.dense_block import EPS, _conv_attrs
 from caffe_lstm.passes import run_passes
 from caffe_lstm.proto import caffe_pb2
-from tests.conftest import corpus_files, needs_corpus
-from tests.opcheck import make_node, run_op
+from tests.helpers import corpus_files, make_node, needs_corpus, run_op
 
 
 def _attrs(n: int, growth: int, bottleneck: bool = False) -> dict:

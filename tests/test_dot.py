@@ -14,8 +14,7 @@ import sys
 import pydot
 import pytest
 
-from tests.conftest import corpus_files, needs_corpus, sample
-from tests.test_cli import _assert_one_error_line
+from tests.helpers import assert_one_error_line, corpus_files, needs_corpus, run_cli, sample
 
 # pydot's parser calls pyparsing's old names; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:'setParseAction' deprecated")
@@ -264,7 +263,8 @@ def test_a_failed_write_leaves_the_previous_file(invoke, tmp_path, monkeypatch):
 
 def test_unwritable_output_is_one_error_line(tmp_path):
     out = tmp_path / "no" / "dir" / "graph.dot"
-    _assert_one_error_line(["dot", sample("captioner")[0], "-o", out], "cannot write the output")
+    assert_one_error_line(run_cli("dot", sample("captioner")[0], "-o", out),
+                          "cannot write the output")
     assert not (tmp_path / "no").exists()
 
 
@@ -281,10 +281,10 @@ def test_svg_without_graphviz_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(empty))
     out = tmp_path / "out" / "graph.dot"
     out.parent.mkdir()
-    _assert_one_error_line(["dot", sample("captioner")[0], "-o", out, "--svg"],
-                           "apt-get install graphviz")
-    _assert_one_error_line(["dot", sample("captioner")[0], "-o", out, "--svg"],
-                           "brew install graphviz")
+    assert_one_error_line(run_cli("dot", sample("captioner")[0], "-o", out, "--svg"),
+                          "apt-get install graphviz")
+    assert_one_error_line(run_cli("dot", sample("captioner")[0], "-o", out, "--svg"),
+                          "brew install graphviz")
     assert list(out.parent.iterdir()) == []
 
 

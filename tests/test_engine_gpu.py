@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli, sample
+from tests.helpers import assert_one_error_line, run_cli, sample
 
 pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
 
@@ -48,18 +48,9 @@ def _run_engine_cli(engine_path):
     return run_cli("run", net, "-w", weights, "--backend", "tensorrt", "--engine", engine_path)
 
 
-def _one_error_line(proc) -> str:
-    """The CLI's single ``error:`` line of a failed run (exit 1, no traceback)."""
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1, proc.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    assert "Traceback" not in proc.stderr
-    return lines[0]
-
-
 @NO_GPU
 def test_run_engine_without_a_gpu_says_so(junk_engine):
-    line = _one_error_line(_run_engine_cli(junk_engine))
+    line = assert_one_error_line(_run_engine_cli(junk_engine))
     assert line == (f"error: running an engine needs an NVIDIA GPU; none was found, "
                     f"{junk_engine}, run on a GPU machine, or use --backend numpy")
 
@@ -81,7 +72,7 @@ def _hide_polygraphy(folder) -> str:
 
 def test_run_engine_without_polygraphy_says_how_to_install(tmp_path, junk_engine, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", _hide_polygraphy(tmp_path))
-    line = _one_error_line(_run_engine_cli(junk_engine))
+    line = assert_one_error_line(_run_engine_cli(junk_engine))
     assert line.startswith("error: running an engine needs Polygraphy, which cannot be "
                            "imported (No module named 'polygraphy' (hidden by the test))")
     assert line.endswith(f", {junk_engine}, install it: pip install 'caffe-lstm[gpu]'")

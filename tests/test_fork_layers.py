@@ -12,15 +12,11 @@ import math
 import numpy as np
 import pytest
 
-from tests.opcheck import run_op
+from tests.helpers import rand, run_op
 
 torch = pytest.importorskip("torch")
 
 RNG = np.random.default_rng(17)
-
-
-def rand(*shape: int) -> np.ndarray:
-    return RNG.standard_normal(shape).astype(np.float32)
 
 
 # ---- Interp -----------------------------------------------------------------------------------
@@ -72,14 +68,14 @@ def test_interp_zoom_by_hand():
 
 
 def test_interp_shrink_by_hand_picks_every_other_pixel():
-    x = rand(1, 2, 5, 7)
+    x = rand(1, 2, 5, 7, rng=RNG)
     (y,) = run_op("Interp", interp_attrs(shrink_factor=2), [x])
     assert y.shape == (1, 2, 3, 4)
     np.testing.assert_allclose(y, x[:, :, ::2, ::2], rtol=1e-6, atol=1e-6)
 
 
 def test_interp_crop_same_size_copies_the_window():
-    x = rand(2, 3, 6, 5)
+    x = rand(2, 3, 6, 5, rng=RNG)
     (y,) = run_op("Interp", interp_attrs(height=3, width=2, pad_beg=-2, pad_end=-1), [x])
     np.testing.assert_array_equal(y, x[:, :, 2:5, 2:4])
 
@@ -94,7 +90,7 @@ def test_interp_crop_same_size_copies_the_window():
     (interp_attrs(height=13, width=11, zoom_factor=None), (1, 1, 4, 6)),
 ])
 def test_interp_equals_the_fork_and_torch(attrs, shape):
-    x = rand(*shape)
+    x = rand(*shape, rng=RNG)
     (y,) = run_op("Interp", attrs, [x])
     pb, pe = attrs["pad_beg"], attrs["pad_end"]
     np.testing.assert_allclose(y, reference_interp(x, pb, pe, *y.shape[2:]), rtol=1e-5,
@@ -107,7 +103,7 @@ def test_interp_equals_the_fork_and_torch(attrs, shape):
 
 
 def test_interp_second_bottom_gives_the_size():
-    x, ref = rand(1, 2, 3, 4), rand(1, 5, 6, 7)
+    x, ref = rand(1, 2, 3, 4, rng=RNG), rand(1, 5, 6, 7, rng=RNG)
     (y,) = run_op("Interp", interp_attrs(), [x, ref])
     np.testing.assert_allclose(y, reference_interp(x, 0, 0, 6, 7), rtol=1e-5, atol=1e-6)
 
@@ -164,7 +160,7 @@ def torch_st(u: np.ndarray, full: np.ndarray, out_h: int, out_w: int) -> np.ndar
 
 
 def test_st_identity_by_hand_is_the_input():
-    u = rand(2, 3, 4, 5)
+    u = rand(2, 3, 4, 5, rng=RNG)
     theta = np.tile(np.array([1, 0, 0, 0, 1, 0], np.float32), (2, 1))
     (v,) = run_op("SpatialTransformer", st_attrs(), [u, theta])
     np.testing.assert_allclose(v, u, rtol=1e-6, atol=1e-6)
@@ -172,7 +168,7 @@ def test_st_identity_by_hand_is_the_input():
 
 def test_st_one_row_shift_by_hand_reads_the_next_row_and_zeros_past_the_end():
     # θ13 = 2/H moves x by one pixel: V[s] = U[s + 1], the last row reads outside (0)
-    u = rand(1, 2, 4, 3)
+    u = rand(1, 2, 4, 3, rng=RNG)
     theta = np.array([[2 / 4, 0]], np.float32)   # θ13, θ23 given; the linear part fixed
     attrs = st_attrs(theta_1_1=1.0, theta_1_2=0.0, theta_2_1=0.0, theta_2_2=1.0)
     (v,) = run_op("SpatialTransformer", attrs, [u, theta])
@@ -187,10 +183,10 @@ def test_st_one_row_shift_by_hand_reads_the_next_row_and_zeros_past_the_end():
     ({"theta_1_1": 0.8, "theta_1_3": 0.05, "theta_2_2": 1.2, "theta_2_3": -0.3}, (6, 2)),
 ])
 def test_st_equals_the_fork_and_torch(fixed, out):
-    u = rand(2, 3, 5, 6)
+    u = rand(2, 3, 5, 6, rng=RNG)
     free = [name for name in THETA if name not in fixed]
     theta = (np.tile(np.array([1, 0, 0, 0, 1, 0], np.float32), (2, 1))
-             + 0.4 * rand(2, 6))[:, [THETA.index(name) for name in free]]
+             + 0.4 * rand(2, 6, rng=RNG))[:, [THETA.index(name) for name in free]]
     (v,) = run_op("SpatialTransformer", st_attrs(*out, **fixed), [u, theta])
     full = np.zeros((2, 6), np.float32)
     full[:, [THETA.index(name) for name in free]] = theta
@@ -261,7 +257,7 @@ def test_psroi_by_hand():
 @pytest.mark.parametrize("scale, dim, groups, hw", [
     (1.0, 2, 2, (6, 7)), (0.5, 3, 3, (8, 5)), (0.0625, 2, 3, (9, 9)), (0.7, 1, 1, (4, 6))])
 def test_psroi_equals_the_fork(scale, dim, groups, hw):
-    x = rand(2, dim * groups * groups, *hw)
+    x = rand(2, dim * groups * groups, *hw, rng=RNG)
     rois = random_rois(7, 2, hw, scale)
     (y,) = run_op("PSROIPooling", psroi_attrs(scale, dim, groups), [x, rois])
     np.testing.assert_allclose(y, reference_psroi(x, rois, scale, dim, groups), rtol=1e-5,
@@ -292,7 +288,7 @@ def reference_repeat(x: np.ndarray, w: np.ndarray, num: int, axis: int) -> np.nd
 
 
 def test_repeat_with_the_forks_initial_weight_repeats_the_input():
-    x = rand(2, 3)
+    x = rand(2, 3, rng=RNG)
     w = np.tile(np.eye(3, dtype=np.float32), (2, 1))   # RepeatLayer::LayerSetUp's fill
     (y,) = run_op("Repeat", {"num_repeats": 2, "axis": 1}, [x], [w])
     np.testing.assert_array_equal(y, np.stack([x, x], axis=1))
@@ -302,9 +298,9 @@ def test_repeat_with_the_forks_initial_weight_repeats_the_input():
                                               ((2, 3, 2), 2, 2), ((2, 2, 3), 2, -1),
                                               ((2, 3), 2, 0)])
 def test_repeat_equals_the_fork_and_torch(shape, num, axis):
-    x = rand(*shape)
+    x = rand(*shape, rng=RNG)
     k = int(np.prod(shape[axis:])) if axis != -1 else shape[-1]
-    w = rand(num * k, k)
+    w = rand(num * k, k, rng=RNG)
     (y,) = run_op("Repeat", {"num_repeats": num, "axis": axis}, [x], [w])
     canonical = axis % len(shape)
     np.testing.assert_allclose(y, reference_repeat(x, w, num, canonical), rtol=1e-5, atol=1e-5)

@@ -14,7 +14,7 @@ import pytest
 
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.frontend.loader import load_net
-from tests.conftest import run_cli, sample
+from tests.helpers import run_cli, sample
 
 NET, WEIGHTS = sample("fork_vision")
 OUTPUTS = ("fit", "shrink", "st", "psroi", "repeat")

@@ -9,8 +9,9 @@ import pytest
 
 from caffe_lstm.errors import ShapeError
 from caffe_lstm.ops import get_op
-from tests.fork_references import junhyukoh_lstm
-from tests.opcheck import make_node, run_op
+from tests.helpers import (
+    apollocaffe_lstm_unit, junhyukoh_lstm, make_node, net_with_weights, run_op, torch_lstm,
+)
 
 ATOL = 1e-5
 
@@ -129,7 +130,6 @@ def test_lstm_simple_parses_its_own_param():
 def test_apollocaffe_lstm_unit_matches_the_forks_loop(scale):
     """Two bottoms (x, memory), two tops (h, c); at scale 3 many pre-activations pass |v| = 5,
     where the fork's tanh returns ±1."""
-    from tests.fork_references import apollocaffe_lstm_unit
 
     rng = np.random.default_rng(5)
     x = rng.normal(size=(3, 6, 1, 1)).astype(np.float32)
@@ -207,8 +207,6 @@ def test_num_layers_equals_the_stack_of_separate_layers(tmp_path):
     dropout_ratio (training only) changes nothing; resets in mid-sequence."""
     from caffe_lstm.backends.numpy_exec import NumpyExecutor
     from caffe_lstm.passes import run_passes
-    from tests.conftest import net_with_weights
-    from tests.torch_reference import torch_lstm
 
     stack = net_with_weights(tmp_path, STACK_NET)
     lstm = next(n for n in stack.nodes if n.op == "LSTM")

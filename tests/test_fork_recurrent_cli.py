@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from caffe_lstm.frontend.caffemodel import read_caffemodel
-from tests.conftest import run_cli, sample
-from tests.fork_references import apollocaffe_lstm_unit, junhyukoh_lstm
+from tests.helpers import apollocaffe_lstm_unit, junhyukoh_lstm, run_cli, sample
 
 NET, WEIGHTS = sample("fork_recurrent")
 OUTPUTS = ("simple", "h_rest", "u2_h", "u2_c", "stack")

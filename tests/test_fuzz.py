@@ -40,7 +40,7 @@ from caffe_lstm.files import load_npz
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.proto import caffe_pb2
-from tests.conftest import corpus_files, sample
+from tests.helpers import corpus_files, sample
 
 #: Nets the fuzzing loads may need at most this much: big shapes end in the limit's error fast.
 FUZZ_MAX_BYTES = 64 << 20

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from tests.helpers import pyproject
 
 PACKAGE = Path(__file__).resolve().parents[1] / "caffe_lstm"
 
@@ -145,7 +146,6 @@ def test_the_tensorrt_walker_and_the_cli_group_are_no_circle():
 
 
 def _layered_modules() -> set[str]:
-    from tests.project import pyproject
 
     contracts = pyproject()["tool"]["importlinter"]["contracts"]
     layers = next(c["layers"] for c in contracts if c["type"] == "layers")

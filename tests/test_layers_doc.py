@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from caffe_lstm.ops import Op, catalog, get_op, plugins, registered_types
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 PAGE = ROOT / "docs" / "layers.md"
 

@@ -10,7 +10,7 @@ from caffe_lstm.analysis.limits import (DEFAULT_MAX_BYTES, ENV_VAR, check_dims, 
 from caffe_lstm.errors import CaffeLstmError, ShapeError
 from caffe_lstm.feeds import apply_feeds, random_feeds
 from caffe_lstm.frontend.loader import load_net
-from tests.conftest import sample
+from tests.helpers import sample
 
 # Input (1, 1000) -> InnerProduct (1000): by hand, in float32 bytes,
 #   data 4,000 + fc top 4,000 + weight 4,000,000 + bias 4,000 = 4,012,000 = 3.826 MiB,

@@ -16,8 +16,7 @@ from caffe_lstm.frontend.params import Params
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops import get_op
 from caffe_lstm.passes import run_passes
-from tests.opcheck import make_node, run_op
-from tests.torch_reference import torch_lstm
+from tests.helpers import make_node, run_op, torch_lstm
 
 def _params(**fields) -> Params:
     """lstm_param as the frontend hands it over, with only ``fields`` written."""

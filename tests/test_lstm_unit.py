@@ -10,9 +10,7 @@ import pytest
 from caffe_lstm.errors import ShapeError
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.ops import get_op
-from tests.onnx_facets import run_onnx_facet
-from tests.opcheck import make_node, run_op
-from tests.torch_reference import torch_lstm
+from tests.helpers import make_node, run_onnx_facet, run_op, torch_lstm
 
 
 def _sigmoid(x):

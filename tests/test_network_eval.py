@@ -15,45 +15,15 @@ trt = pytest.importorskip(
 
 from caffe_lstm.backends.tensorrt.network_eval import (  # noqa: E402
     NetworkEvalError,
-    evaluate_network,
 )
-from tests.torch_reference import torch_lstm  # noqa: E402
+from tests.helpers import TrtNet, torch_lstm  # noqa: E402
 
-LOGGER = trt.Logger(trt.Logger.WARNING)    # TensorRT keeps one process-global logger
 E, A, M = trt.ElementWiseOperation, trt.ActivationType, trt.MatrixOperation
 RNG = np.random.default_rng(7)
 
 
-class Net:
-    """A strongly typed network under construction; keeps the arrays given to Weights alive."""
-
-    def __init__(self) -> None:
-        self.builder = trt.Builder(LOGGER)
-        self.net = self.builder.create_network(0)
-        self._keep: list[np.ndarray] = []
-
-    def input(self, name: str, dtype, shape):
-        return self.net.add_input(name, dtype, shape)
-
-    def const(self, array):
-        a = np.array(array, order="C", copy=True)     # not ascontiguousarray: keeps 0-D
-        self._keep.append(a)
-        return self.net.add_constant(a.shape, trt.Weights(a)).get_output(0)
-
-    def output(self, tensor, name: str):
-        tensor.name = name
-        self.net.mark_output(tensor)
-
-    def run(self, **feeds) -> dict[str, np.ndarray]:
-        return evaluate_network(trt, self.net, feeds)
-
-    def builds(self) -> bool:
-        config = self.builder.create_builder_config()
-        return self.builder.build_serialized_network(self.net, config) is not None
-
-
 def test_matmul_with_transpose_and_bias():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (2, 3, 4))
     w = RNG.standard_normal((5, 4)).astype(np.float32)
     b = RNG.standard_normal(5).astype(np.float32)
@@ -66,7 +36,7 @@ def test_matmul_with_transpose_and_bias():
 
 
 def test_matmul_vector_operands():
-    n = Net()
+    n = TrtNet()
     v = n.input("v", trt.float32, (3,))
     m = n.const(np.arange(6, dtype=np.float32).reshape(3, 2))    # [[0,1],[2,3],[4,5]]
     n.output(n.net.add_matrix_multiply(v, M.VECTOR, m, M.NONE).get_output(0), "vm")
@@ -77,7 +47,7 @@ def test_matmul_vector_operands():
 
 
 def test_shuffle_transposes_and_placeholder_reshape():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (2, 3, 4))
     s = n.net.add_shuffle(x)
     s.first_transpose = (2, 0, 1)          # (4, 2, 3)
@@ -92,7 +62,7 @@ def test_shuffle_transposes_and_placeholder_reshape():
 
 
 def test_shuffle_dynamic_reshape_from_a_shape_tensor():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (2, 6))
     like = n.input("like", trt.float32, (3, 4))
     s = n.net.add_shuffle(x)
@@ -104,7 +74,7 @@ def test_shuffle_dynamic_reshape_from_a_shape_tensor():
 
 
 def test_strided_slice_and_clamp_wrap_fill_modes():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (2, 3))
     n.output(n.net.add_slice(x, (0, 0), (2, 2), (1, 2)).get_output(0), "strided")
     n.output(n.net.add_slice(x, (1, 2), (2, 3), (-1, -1)).get_output(0), "backwards")
@@ -121,7 +91,7 @@ def test_strided_slice_and_clamp_wrap_fill_modes():
 
 
 def test_slice_with_dynamic_start_and_size():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (4, 5))
     s = n.net.add_slice(x, (0, 0), (1, 1), (1, 1))
     s.set_input(1, n.const(np.array([1, 2], np.int64)))
@@ -132,7 +102,7 @@ def test_slice_with_dynamic_start_and_size():
 
 
 def test_slice_on_listed_axes_wraps_like_tile():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (2, 2))
     s = n.net.add_slice(x, (0,), (6,), (1,))
     s.axes, s.mode = (1,), trt.SampleMode.WRAP         # axis 0 is taken whole
@@ -147,7 +117,7 @@ def test_slice_on_listed_axes_wraps_like_tile():
 
 
 def test_concatenation_on_an_axis():
-    n = Net()
+    n = TrtNet()
     a, b = n.input("a", trt.float32, (2, 1)), n.input("b", trt.float32, (2, 2))
     c = n.net.add_concatenation([a, b])
     c.axis = 1
@@ -157,7 +127,7 @@ def test_concatenation_on_an_axis():
 
 
 def test_gather_of_a_shape_dim_is_0d_int64():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (5, 3, 2))
     shape = n.net.add_shape(x).get_output(0)
     n.output(n.net.add_gather(shape, n.const(np.array(1, np.int32)), 0).get_output(0), "dim1")
@@ -168,7 +138,7 @@ def test_gather_of_a_shape_dim_is_0d_int64():
 
 
 def test_softmax_over_one_axis():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (2, 3, 2))
     s = n.net.add_softmax(x)
     s.axes = 1 << 1
@@ -179,7 +149,7 @@ def test_softmax_over_one_axis():
 
 
 def test_elementwise_activation_unary_reduce_literals():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (1, 4))
     y = n.const(np.array([[2, 2, 2, 2]], np.float32))
     for op in ("SUB", "DIV", "POW", "MAX", "LESS"):
@@ -205,7 +175,7 @@ def test_elementwise_activation_unary_reduce_literals():
 
 
 def test_fill_linspace_with_dynamic_shape_cast_and_select():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (2, 3))
     fill = n.net.add_fill((0, 0), trt.FillOperation.LINSPACE, trt.float32)
     fill.set_input(0, n.net.add_shape(x).get_output(0))
@@ -224,7 +194,7 @@ def test_fill_linspace_with_dynamic_shape_cast_and_select():
 
 
 def test_layers_wired_out_of_order_by_set_input_still_evaluate():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (3,))
     late = n.net.add_unary(x, trt.UnaryOperation.NEG)          # layer 0, rewired below
     early = n.net.add_unary(x, trt.UnaryOperation.ABS)         # layer 1
@@ -235,7 +205,7 @@ def test_layers_wired_out_of_order_by_set_input_still_evaluate():
 
 
 def test_unknown_layer_type_is_named():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (4,))
     nonzero = n.net.add_non_zero(x)
     nonzero.name = "my_nonzero"
@@ -245,7 +215,7 @@ def test_unknown_layer_type_is_named():
 
 
 def test_feeds_must_match_the_inputs():
-    n = Net()
+    n = TrtNet()
     n.output(n.net.add_identity(n.input("x", trt.float32, (2,))).get_output(0), "y")
     with pytest.raises(KeyError, match="missing"):
         n.run(y=np.zeros(2, np.float32))
@@ -259,7 +229,7 @@ def test_feeds_must_match_the_inputs():
 
 def test_reverse_iterator_and_outputs_give_a_suffix_sum():
     """s_i = s_{i-1} + x[T-1-i]: CONCATENATE holds the suffix sums last-first, REVERSE in order."""
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (4, 2))
     T = n.const(np.array(4, np.int32))
     loop = n.net.add_loop()
@@ -285,7 +255,7 @@ def test_reverse_iterator_and_outputs_give_a_suffix_sum():
 
 def test_nested_loops_sum_rows():
     """Outer loop over rows, inner loop over a row's elements: row sums."""
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (3, 4))
     outer = n.net.add_loop()
     three, four = n.const(np.array(3, np.int64)), n.const(np.array(4, np.int64))
@@ -305,7 +275,7 @@ def test_nested_loops_sum_rows():
 
 
 def test_last_value_of_a_non_recurrence_is_an_error():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (2, 3))
     loop = n.net.add_loop()
     loop.add_trip_limit(n.const(np.array(2, np.int32)), trt.TripLimit.COUNT)
@@ -316,7 +286,7 @@ def test_last_value_of_a_non_recurrence_is_an_error():
         n.run(x=np.zeros((2, 3), np.float32))
 
 
-def caffe_lstm_network(n: Net, T: int, N: int, K: int, H: int, w_xc, b_c, w_hc):
+def caffe_lstm_network(n: TrtNet, T: int, N: int, K: int, H: int, w_xc, b_c, w_hc):
     """tensorrt.md §1.2: x (T,N,K), cont (T,N), h0/c0 (N,H) in; y (T,N,H), hT, cT out."""
     x = n.input("x", trt.float32, (T, N, K))
     cont = n.input("cont", trt.float32, (T, N))
@@ -371,7 +341,7 @@ def lstm_case():
     # h0/c0 are not zero: cont_0 = 0 must wipe them (torch starts from zeros)
     state = {"h0": RNG.standard_normal((N, H)).astype(np.float32),
              "c0": RNG.standard_normal((N, H)).astype(np.float32)}
-    n = Net()
+    n = TrtNet()
     caffe_lstm_network(n, T, N, K, H, w_xc, b_c, w_hc)
     return n, x, state, (w_xc, b_c, w_hc)
 
@@ -402,7 +372,7 @@ def test_caffe_lstm_cont_zero_restarts_a_sequence(lstm_case):
 
 
 def test_fp16_matmul_between_casts():
-    n = Net()
+    n = TrtNet()
     x = n.input("x", trt.float32, (3, 8))
     w = RNG.standard_normal((8, 4)).astype(np.float16)
     x16 = n.net.add_cast(x, trt.float16).get_output(0)

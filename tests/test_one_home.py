@@ -1,9 +1,11 @@
 """One home per layer type: no table keyed by Caffe layer type outside ``ops/``.
 
 The recurrent layer types are named only by their op classes (everything else asks the
-registry for ``recurrent`` metadata), and no module outside ``ops/`` keeps a table of layer
-types (a dict keyed by them, or a set/tuple/list of them: per-type writers, per-type pattern
-matching): each op carries its own facets. Both lists come from the registry.
+registry for ``recurrent`` metadata), their param messages only by their ops' ``param``, and
+no module outside ``ops/`` keeps a table of layer types (a dict keyed by them, or a
+set/tuple/list of them: per-type writers, per-type pattern matching): each op carries its own
+facets. Every name comes from the registry, and the whole package is read (its syntax tree, so
+a name in any expression counts, a word in a comment or docstring does not).
 """
 
 from __future__ import annotations
@@ -11,15 +13,18 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from caffe_lstm.ops import recurrent_types, registered_types
+from caffe_lstm.ops import get_op, recurrent_types, registered_types
 
 PACKAGE = Path(__file__).resolve().parents[1] / "caffe_lstm"
 
 #: Tables of type names that are format facts, not per-type behaviour: Caffe's V1 LayerType
 #: enum names (some equal type strings: BNLL, LRN) -> type strings.
 FORMAT_TABLES = {("frontend/upgrade.py", "V1_TYPES")}
-#: Known debt, to be gone with the one reading of cont (issue 16): feeds.py's pattern matching.
-KNOWN = ["feeds.py:63: a table of layer types ['Slice', 'Reshape']"]
+#: Known debt (file: what, without the line, so that edits above it do not move it), to be gone
+#: with the one reading of cont (issue 16): feeds.py's pattern matching; and the frontend's
+#: refusal of a stack of recurrent layers in one layer, which belongs to the ops' parse.
+KNOWN = {"feeds.py: a table of layer types ['Slice', 'Reshape']",
+         "frontend/forkfields.py: names the recurrent param 'recurrent_param'"}
 
 
 def _sources_outside_ops(root: Path) -> list[Path]:
@@ -36,8 +41,10 @@ def _table_name(tree: ast.AST, table: ast.AST) -> str:
 
 
 def violations(root: Path) -> list[str]:
-    """``file:line`` of every recurrent type string and every type table outside ``ops/``."""
+    """``file:line`` of every recurrent type string, recurrent param name and type table
+    outside ``ops/``."""
     recurrent, types = set(recurrent_types()), set(registered_types())
+    params = {get_op(t).param for t in recurrent} - {None}
     found = []
     for path in _sources_outside_ops(root):
         where = path.relative_to(root).as_posix()
@@ -45,6 +52,8 @@ def violations(root: Path) -> list[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and node.value in recurrent:
                 found.append(f"{where}:{node.lineno}: names the recurrent type {node.value!r}")
+            if isinstance(node, ast.Constant) and node.value in params:
+                found.append(f"{where}:{node.lineno}: names the recurrent param {node.value!r}")
             if isinstance(node, (ast.Dict, ast.Set, ast.List, ast.Tuple)):
                 items = node.keys if isinstance(node, ast.Dict) else node.elts
                 named = [i.value for i in items if isinstance(i, ast.Constant) and i.value in types]
@@ -53,8 +62,16 @@ def violations(root: Path) -> list[str]:
     return found
 
 
+def _without_line(violation: str) -> str:
+    where, _line, what = violation.split(":", 2)
+    return f"{where}:{what}"
+
+
 def test_no_recurrent_type_name_nor_type_table_outside_ops():
-    assert violations(PACKAGE) == KNOWN
+    """Nothing outside ``ops/`` but the known debt (which may be paid off: then remove it)."""
+    assert len(_sources_outside_ops(PACKAGE)) > 20, "is PACKAGE the package?"
+    found = violations(PACKAGE)
+    assert {_without_line(v) for v in found} <= KNOWN, found
 
 
 def test_the_recurrent_types_are_the_three_caffe_knows():
@@ -62,13 +79,21 @@ def test_the_recurrent_types_are_the_three_caffe_knows():
 
 
 def test_the_check_finds_planted_names_and_tables(tmp_path):
-    """The check above is not vacuous: the same function finds what it forbids."""
+    """The check above is not vacuous: the same function finds every kind of thing it forbids,
+    in any module outside ``ops/`` (and leaves ``ops/`` and Caffe's V1 enum table alone)."""
     (tmp_path / "ops").mkdir()
     (tmp_path / "ops" / "fine.py").write_text('TYPES = {"LSTM": 1, "RNN": 2}\n')
-    (tmp_path / "feeds.py").write_text(
-        'PARAM_WRITERS = {"InnerProduct": print, "Concat": print}\n'
-        'def is_cont(node):\n    return node.op in ("Slice", "Reshape")\n'
-        'KIND = "Lstm"\n')
+    (tmp_path / "frontend").mkdir()
+    (tmp_path / "frontend" / "upgrade.py").write_text('V1_TYPES = {1: "Concat", 2: "Slice"}\n')
+    (tmp_path / "backends").mkdir()
+    (tmp_path / "backends" / "writer.py").write_text(
+        'WRITERS = {"InnerProduct": print, "Concat": print}\n'           # 1: a dict by type
+        'def is_cont(node):\n    return node.op in ("Slice", "Reshape")\n'  # 3: a tuple
+        'KIND = "Lstm"\n'                                                  # 4: a recurrent type
+        'def rnn(node):\n    return node.op == "RNN"\n'                  # 6: a comparison
+        'FIELD = "lstm_param"\n'                                           # 7: a recurrent param
+        'STACKED = {"Split", "Concat"}\n'                                  # 8: a set
+        'ORDER = ["TanH", "Sigmoid"]\n')                                   # 9: a list
     found = violations(tmp_path)
-    assert sorted(line.split(":", 2)[:2] for line in found) == [
-        ["feeds.py", "1"], ["feeds.py", "3"], ["feeds.py", "4"]], found
+    assert sorted((line.split(":")[0], int(line.split(":")[1])) for line in found) == [
+        ("backends/writer.py", n) for n in (1, 3, 4, 6, 7, 8, 9)], found

@@ -18,8 +18,7 @@ import pytest
 from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Value
 from caffe_lstm.ops import get_op
-from tests.opcheck import make_node
-from tests.test_ops_cnn import conv_attrs, pool_attrs
+from tests.helpers import conv_attrs, make_node, pool_attrs, rand
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -27,10 +26,6 @@ ort = pytest.importorskip("onnxruntime")
 from caffe_lstm.backends.onnx.context import OnnxContext  # noqa: E402
 
 RNG = np.random.default_rng(12)
-
-
-def rand(*shape: int) -> np.ndarray:
-    return RNG.standard_normal(shape).astype(np.float32)
 
 
 # ---- the harness ------------------------------------------------------------------------------
@@ -119,20 +114,22 @@ def op_types(model) -> list[str]:
 ], ids=["plain", "group-dilation-per-axis", "no-bias-repeated", "1d", "3d"])
 def test_convolution(shape, changes, w_shape):
     attrs = conv_attrs(**changes)
-    weights = [rand(*w_shape)] + ([rand(w_shape[0])] if attrs["bias_term"] else [])
-    model = check("Convolution", attrs, [rand(*shape)], weights)
+    bias = [rand(w_shape[0], rng=RNG)] if attrs["bias_term"] else []
+    weights = [rand(*w_shape, rng=RNG)] + bias
+    model = check("Convolution", attrs, [rand(*shape, rng=RNG)], weights)
     assert op_types(model) == ["Conv"]
 
 
 def test_convolution_axis_2_keeps_leading_dims_symbolic():
     attrs = conv_attrs(num_output=5, axis=2, pad=[1])
-    x, w, b = rand(3, 2, 4, 7, 7), rand(5, 4, 3, 3), rand(5)
-    check("Convolution", attrs, [x], [w, b], symbolic=(0, 1), feed=[rand(4, 3, 4, 7, 7)])
+    x, w, b = rand(3, 2, 4, 7, 7, rng=RNG), rand(5, 4, 3, 3, rng=RNG), rand(5, rng=RNG)
+    check("Convolution", attrs, [x], [w, b], symbolic=(0, 1), feed=[rand(4, 3, 4, 7, 7, rng=RNG)])
 
 
 def test_convolution_axis_0_convolves_one_item():
     attrs = conv_attrs(num_output=2, axis=0, pad=[1])
-    check("Convolution", attrs, [rand(4, 6, 5)], [rand(2, 4, 3, 3), rand(2)])
+    check("Convolution", attrs, [rand(4, 6, 5, rng=RNG)],
+          [rand(2, 4, 3, 3, rng=RNG), rand(2, rng=RNG)])
 
 
 @pytest.mark.parametrize("shape,changes,w_shape", [
@@ -144,9 +141,10 @@ def test_convolution_axis_0_convolves_one_item():
 ], ids=["group-stride-dilation", "stride2-pad1", "1d-no-bias"])
 def test_deconvolution(shape, changes, w_shape):
     attrs = conv_attrs(**changes)
-    weights = [rand(*w_shape)] + ([rand(attrs["num_output"])] if attrs["bias_term"] else [])
-    model = check("Deconvolution", attrs, [rand(*shape)], weights, symbolic=(0,),
-                  feed=[rand(3, *shape[1:])])
+    bias = [rand(attrs["num_output"], rng=RNG)] if attrs["bias_term"] else []
+    weights = [rand(*w_shape, rng=RNG)] + bias
+    model = check("Deconvolution", attrs, [rand(*shape, rng=RNG)], weights, symbolic=(0,),
+                  feed=[rand(3, *shape[1:], rng=RNG)])
     assert op_types(model) == ["ConvTranspose"]
 
 
@@ -155,13 +153,13 @@ def test_deconvolution(shape, changes, w_shape):
     dict(kernel_size=[2], pad=[1], stride=[2]),
 ])
 def test_im2col(changes):
-    check("Im2col", conv_attrs(**changes), [rand(2, 3, 7, 6)])
+    check("Im2col", conv_attrs(**changes), [rand(2, 3, 7, 6, rng=RNG)])
 
 
 def test_convolution_below_opset_13_is_refused():
     with pytest.raises(CaffeLstmError, match="opset 13 or newer"):
         export_node("Convolution", conv_attrs(num_output=2, axis=0), [(4, 6, 5)],
-                    [rand(2, 4, 3, 3), rand(2)], opset=12)
+                    [rand(2, 4, 3, 3, rng=RNG), rand(2, rng=RNG)], opset=12)
 
 
 # ---- Pooling ----------------------------------------------------------------------------------
@@ -182,22 +180,23 @@ def test_convolution_below_opset_13_is_refused():
 ], ids=lambda v: str(v))
 def test_pooling_borders(method, size, changes):
     attrs = pool_attrs(method, **changes)
-    x = rand(2, 3, *size)
-    check("Pooling", attrs, [x], symbolic=(0,), feed=[rand(3, 3, *size)])
+    x = rand(2, 3, *size, rng=RNG)
+    check("Pooling", attrs, [x], symbolic=(0,), feed=[rand(3, 3, *size, rng=RNG)])
 
 
 @pytest.mark.parametrize("method", ["MAX", "AVE"])
 def test_global_pooling(method):
-    model = check("Pooling", pool_attrs(method, global_pooling=True), [rand(2, 3, 5, 4)],
-                  symbolic=(0,), feed=[rand(1, 3, 5, 4)])
+    model = check("Pooling", pool_attrs(method, global_pooling=True), [rand(2, 3, 5, 4, rng=RNG)],
+                  symbolic=(0,), feed=[rand(1, 3, 5, 4, rng=RNG)])
     assert op_types(model) == ["GlobalMaxPool" if method == "MAX" else "GlobalAveragePool"]
 
 
 def test_ave_pooling_multiplies_by_the_divisor_map_only_where_needed():
-    exact = check("Pooling", pool_attrs("AVE", kernel_size=2, stride=2), [rand(1, 2, 6, 6)])
+    exact = check("Pooling", pool_attrs("AVE", kernel_size=2, stride=2),
+                  [rand(1, 2, 6, 6, rng=RNG)])
     assert op_types(exact) == ["AveragePool"]
     borders = check("Pooling", pool_attrs("AVE", kernel_size=3, stride=2, pad=1),
-                    [rand(1, 2, 6, 6)])
+                    [rand(1, 2, 6, 6, rng=RNG)])
     assert op_types(borders) == ["AveragePool", "Mul"]
 
 
@@ -217,15 +216,15 @@ def lrn_attrs(region="ACROSS_CHANNELS", **changes) -> dict:
     dict(local_size=1, alpha=3.0),
 ], ids=["alexnet", "size3", "size-wider-than-half-C", "size1"])
 def test_lrn_across_channels(changes):
-    model = check("LRN", lrn_attrs(**changes), [rand(2, 6, 4, 5) * 3], symbolic=(0,),
-                  feed=[rand(3, 6, 4, 5) * 3])
+    model = check("LRN", lrn_attrs(**changes), [rand(2, 6, 4, 5, rng=RNG) * 3], symbolic=(0,),
+                  feed=[rand(3, 6, 4, 5, rng=RNG) * 3])
     assert op_types(model) == ["LRN"]
 
 
 @pytest.mark.parametrize("changes", [dict(local_size=3, alpha=2.0), dict(k=5.0, beta=0.5)])
 def test_lrn_within_channel_ignores_k(changes):
-    check("LRN", lrn_attrs("WITHIN_CHANNEL", **changes), [rand(2, 3, 6, 7) * 3],
-          symbolic=(0,), feed=[rand(1, 3, 6, 7) * 3])
+    check("LRN", lrn_attrs("WITHIN_CHANNEL", **changes), [rand(2, 3, 6, 7, rng=RNG) * 3],
+          symbolic=(0,), feed=[rand(1, 3, 6, 7, rng=RNG) * 3])
 
 
 # ---- BatchNorm, PReLU -------------------------------------------------------------------------
@@ -233,7 +232,7 @@ def test_lrn_within_channel_ignores_k(changes):
 
 def stats(c: int, factor: float) -> list[np.ndarray]:
     """Stored blobs: factor·μ, factor·σ² (σ² > 0) and the factor."""
-    return [rand(c) * factor, (RNG.uniform(0.5, 1.5, c) * factor).astype(np.float32),
+    return [rand(c, rng=RNG) * factor, (RNG.uniform(0.5, 1.5, c) * factor).astype(np.float32),
             np.array([factor], np.float32)]
 
 
@@ -242,24 +241,24 @@ def stats(c: int, factor: float) -> list[np.ndarray]:
 def test_batch_norm_global_stats(shape, factor):
     attrs = {"use_global_stats": True, "eps": 1e-3}
     c = shape[1] if len(shape) > 1 else 1
-    check("BatchNorm", attrs, [rand(*shape)], stats(c, factor), symbolic=(0,),
-          feed=[rand(3, *shape[1:])])
+    check("BatchNorm", attrs, [rand(*shape, rng=RNG)], stats(c, factor), symbolic=(0,),
+          feed=[rand(3, *shape[1:], rng=RNG)])
 
 
 @pytest.mark.parametrize("opset", [17, 18])
 @pytest.mark.parametrize("shape", [(4, 3, 2, 5), (6, 2)])
 def test_batch_norm_batch_stats(shape, opset):
     attrs = {"use_global_stats": False, "eps": 1e-5}
-    check("BatchNorm", attrs, [rand(*shape) * 2 + 1], stats(shape[1], 1.0), opset=opset,
-          symbolic=(0,), feed=[rand(5, *shape[1:]) * 2 + 1])
+    check("BatchNorm", attrs, [rand(*shape, rng=RNG) * 2 + 1], stats(shape[1], 1.0), opset=opset,
+          symbolic=(0,), feed=[rand(5, *shape[1:], rng=RNG) * 2 + 1])
 
 
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5), (4, 3), (2, 3, 6)])
 def test_prelu(shape, shared):
-    slope = rand() if shared else rand(shape[1])
-    model = check("PReLU", {"channel_shared": shared}, [rand(*shape)], [np.asarray(slope)],
-                  symbolic=(0,), feed=[rand(3, *shape[1:])])
+    slope = rand(rng=RNG) if shared else rand(shape[1], rng=RNG)
+    model = check("PReLU", {"channel_shared": shared}, [rand(*shape, rng=RNG)], [np.asarray(slope)],
+                  symbolic=(0,), feed=[rand(3, *shape[1:], rng=RNG)])
     assert op_types(model)[-1] == "PRelu"
 
 
@@ -268,24 +267,25 @@ def test_prelu(shape, shared):
 
 @pytest.mark.parametrize("order", [[3, 0], [0, 2, 1], [0, 1, 2, 3], [2]])
 def test_permute(order):
-    check("Permute", {"order": order}, [rand(2, 3, 4, 5)], symbolic=(0,),
-          feed=[rand(6, 3, 4, 5)])
+    check("Permute", {"order": order}, [rand(2, 3, 4, 5, rng=RNG)], symbolic=(0,),
+          feed=[rand(6, 3, 4, 5, rng=RNG)])
 
 
 def test_transpose():
-    check("Transpose", {"dim": [3, 2, 0, 1]}, [rand(2, 3, 4, 5)], symbolic=(0, 1),
-          feed=[rand(5, 1, 4, 5)])
+    check("Transpose", {"dim": [3, 2, 0, 1]}, [rand(2, 3, 4, 5, rng=RNG)], symbolic=(0, 1),
+          feed=[rand(5, 1, 4, 5, rng=RNG)])
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2])
 def test_reverse_with_dynamic_t_and_n(axis):
-    model = check("Reverse", {"axis": axis}, [rand(4, 3, 5)], symbolic=(0, 1),
-                  feed=[rand(7, 2, 5)])
+    model = check("Reverse", {"axis": axis}, [rand(4, 3, 5, rng=RNG)], symbolic=(0, 1),
+                  feed=[rand(7, 2, 5, rng=RNG)])
     assert op_types(model) == ["Slice"]
 
 
 def test_reverse_of_one_step():
-    check("Reverse", {"axis": 0}, [rand(1, 2, 3)], symbolic=(0,), feed=[rand(1, 2, 3)])
+    check("Reverse", {"axis": 0}, [rand(1, 2, 3, rng=RNG)], symbolic=(0,),
+          feed=[rand(1, 2, 3, rng=RNG)])
 
 
 def test_pooling_and_im2col_refuse_symbolic_spatial_or_channel_dims():
@@ -320,14 +320,14 @@ def test_continuation_indicator_is_a_constant():
     ("Permute", {"order": [1, 0]}, (5, 2, 3), []),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_opset_range(op_type, attrs, shape, weights, opset):
-    arrays = [rand(*s) for s in weights]
-    check(op_type, attrs, [rand(*shape)], arrays, opset=opset, symbolic=(0,),
-          feed=[rand(3, *shape[1:])])
+    arrays = [rand(*s, rng=RNG) for s in weights]
+    check(op_type, attrs, [rand(*shape, rng=RNG)], arrays, opset=opset, symbolic=(0,),
+          feed=[rand(3, *shape[1:], rng=RNG)])
 
 
 @pytest.mark.parametrize("opset", [13, 21])
 @pytest.mark.parametrize("global_stats", [True, False])
 def test_batch_norm_opset_range(opset, global_stats):
     attrs = {"use_global_stats": global_stats, "eps": 1e-5}
-    check("BatchNorm", attrs, [rand(4, 3, 2, 2)], stats(3, 2.0), opset=opset, symbolic=(0,),
-          feed=[rand(2, 3, 2, 2)])
+    check("BatchNorm", attrs, [rand(4, 3, 2, 2, rng=RNG)], stats(3, 2.0), opset=opset,
+          symbolic=(0,), feed=[rand(2, 3, 2, 2, rng=RNG)])

@@ -9,105 +9,23 @@ inputs (one ``error:`` line, exit 1, no file left).
 
 from __future__ import annotations
 
-import importlib.util
 
 import numpy as np
 import pytest
 
 import caffe_lstm
 from caffe_lstm.ops import get_op, has_facet
-from tests.onnx_parser_check import assert_parser_matches_onnxruntime
-from tests.conftest import net_with_weights, sample
-from tests.test_variants import ONNX_VARIANTS, feeds_for, variant_blobs, variant_net, \
-    write_variant
+from tests.helpers import (
+    BLSTM_NET, ONNX_VARIANTS, PARSER_AVAILABLE, assert_close_to_scale, assert_one_error_line,
+    assert_parser_matches_onnxruntime, check_export, export_model, feeds_for, input_layer,
+    sample, synthetic_files, variant_blobs, variant_net,
+    write_variant,
+)
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-RTOL = 1e-5
-#: TensorRT for RTX's OnnxParser for the cross-check (installed by the test extra).
-PARSER_AVAILABLE = importlib.util.find_spec("tensorrt_rtx_bindings") is not None
-
-
 # ---- helpers ------------------------------------------------------------------------------------
-
-
-def _run(invoke, tmp_path, net, weights, feeds, *flags) -> dict[str, np.ndarray]:
-    """``caffe-lstm run`` on ``feeds`` (None: random inputs, seed 3); the outputs by name."""
-    out = tmp_path / "out.npz"
-    args = ["run", net, "-w", weights, "-o", out, *flags]
-    if feeds is None:
-        args += ["--seed", "3"]
-    else:
-        np.savez(tmp_path / "in.npz", **feeds)
-        args += ["--inputs", tmp_path / "in.npz"]
-    result = invoke(*args)
-    assert result.exit_code == 0, result.stderr
-    with np.load(out) as data:
-        return {name: data[name] for name in data.files}
-
-
-def _export(invoke, tmp_path, net, weights, *flags):
-    """``caffe-lstm export`` to tmp_path/model.onnx; the model passes the full check."""
-    model = tmp_path / "model.onnx"
-    result = invoke("export", net, "-w", weights, "-o", model, *flags)
-    assert result.exit_code == 0, result.stderr
-    onnx.checker.check_model(onnx.load(model), full_check=True)
-    return model
-
-
-def _assert_close(got: dict, expected: dict) -> None:
-    assert got.keys() == expected.keys()
-    for name, reference in expected.items():
-        assert got[name].shape == reference.shape, name
-        scale = max(float(np.abs(reference).max(initial=0)), 1e-30)
-        error = float(np.abs(got[name] - reference).max(initial=0))
-        assert error <= RTOL * scale, f"{name}: max error {error:.3g} vs max |value| {scale:.3g}"
-
-
-def check_export(invoke, tmp_path, net, weights, feeds_list, export_flags=(), state="zero",
-                 outputs=""):
-    """Exports once, then for every feeds: onnxruntime's outputs equal run --original's, and
-    TensorRT's OnnxParser builds the model into a network whose evaluation equals onnxruntime's
-    (tests/onnx_parser_check.py)."""
-    common = ("--state", state, "--outputs", outputs)
-    model = _export(invoke, tmp_path, net, weights, *common, *export_flags)
-    for feeds in feeds_list:
-        expected = _run(invoke, tmp_path, net, weights, feeds, "--original", *common)
-        got = _run(invoke, tmp_path, net, weights, feeds, "--backend", "onnxruntime",
-                   "--onnx", model, *common)
-        _assert_close(got, expected)
-        if PARSER_AVAILABLE:
-            actual = _actual_feeds(net, weights, feeds, state, outputs)
-            assert_parser_matches_onnxruntime(model, actual)
-    return model
-
-
-def _actual_feeds(net, weights, feeds, state, outputs) -> dict[str, np.ndarray]:
-    """The arrays ``run`` fed: ``feeds`` with zero initial states, or its seed-3 random ones."""
-    names = [name for name in outputs.split(",") if name]
-    loaded = caffe_lstm.load(net, weights, outputs=names)
-    stated = loaded.with_state_io() if state == "io" else loaded
-    if feeds is None:
-        return stated.random_inputs(seed=3)
-    zeros = {k: np.zeros_like(v) for k, v in stated.random_inputs(seed=3).items()
-             if k.endswith(("/h_0", "/c_0")) and k not in feeds}
-    return {**zeros, **feeds}
-
-
-def _synthetic(tmp_path, text: str, seed: int = 0):
-    net_with_weights(tmp_path, text, seed)
-    return tmp_path / "net.prototxt", tmp_path / "net.caffemodel"
-
-
-def _dims(shape) -> str:
-    return " ".join(f"dim: {d}" for d in shape)
-
-
-def _input_layer(shapes: dict) -> str:
-    tops = " ".join(f'top: "{name}"' for name in shapes)
-    dims = " ".join(f"shape {{ {_dims(s)} }}" for s in shapes.values())
-    return f'layer {{ name: "input" type: "Input" {tops} input_param {{ {dims} }} }}\n'
 
 
 def _cont(T, N, rng=None, resets=True) -> np.ndarray:
@@ -147,7 +65,7 @@ def test_names_trace_back_to_caffe(invoke, tmp_path):
     """Inputs and outputs are the blobs, the loop one Scan named after its layer, and the
     rewritten graph's values keep their names inside its body."""
     net, weights = sample("captioner")
-    model = onnx.load(_export(invoke, tmp_path, net, weights, "--state", "zero"))
+    model = onnx.load(export_model(invoke, tmp_path, net, weights, "--state", "zero"))
     graph = model.graph
     assert [i.name for i in graph.input] == ["cont_sentence", "input_sentence",
                                              "image_features"]
@@ -166,7 +84,7 @@ def test_names_trace_back_to_caffe(invoke, tmp_path):
 
 @pytest.mark.parametrize("T,N,I,H", [(1, 1, 3, 1), (2, 3, 4, 2), (17, 3, 5, 7), (17, 1, 2, 7)])
 def test_lstm_sizes_and_cont_patterns(invoke, tmp_path, T, N, I, H):
-    net, weights = _synthetic(tmp_path, variant_net(T, N, I, H, {}), seed=T + H)
+    net, weights = synthetic_files(tmp_path, variant_net(T, N, I, H, {}), seed=T + H)
     rng = np.random.default_rng(T * N)
     feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
     check_export(invoke, tmp_path, net, weights, [feeds])
@@ -189,7 +107,7 @@ def test_stacked_lstms(invoke, tmp_path):
     text = variant_net(T, N, I, H, {}) + (
         'layer { name: "lstm2" type: "LSTM" bottom: "r" bottom: "cont" top: "h2" '
         f'recurrent_param {{ num_output: {H + 1} }} }}\n')
-    net, weights = _synthetic(tmp_path, text)
+    net, weights = synthetic_files(tmp_path, text)
     rng = np.random.default_rng(2)
     feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
     check_export(invoke, tmp_path, net, weights, [feeds])
@@ -200,10 +118,10 @@ def test_rnn(invoke, tmp_path, static):
     T, N, I, H = 7, 3, 2, 5
     shapes = {"x": (T, N, I), "cont": (T, N)} | ({"x_static": (N, static)} if static else {})
     bottoms = " ".join(f'bottom: "{name}"' for name in shapes)
-    text = _input_layer(shapes) + (
+    text = input_layer(shapes) + (
         f'layer {{ name: "rnn1" type: "RNN" {bottoms} top: "o" '
         f'recurrent_param {{ num_output: {H} }} }}\n')
-    net, weights = _synthetic(tmp_path, text)
+    net, weights = synthetic_files(tmp_path, text)
     rng = np.random.default_rng(5)
     feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
     if static:
@@ -224,19 +142,17 @@ def test_fork_lstm(invoke, tmp_path, layout):
     if layout == "sequence_no_clip":
         del shapes["clip"], feeds["clip"]
     bottoms = " ".join(f'bottom: "{name}"' for name in shapes)
-    text = _input_layer(shapes) + (
+    text = input_layer(shapes) + (
         f'layer {{ name: "lstm1" type: "Lstm" {bottoms} top: "h" '
         f'lstm_param {{ num_output: {H} batch_size: {N} }} }}\n')
-    net, weights = _synthetic(tmp_path, text)
+    net, weights = synthetic_files(tmp_path, text)
     check_export(invoke, tmp_path, net, weights, [feeds])
 
 
 def test_blstm_reverse_lstm_reverse(invoke, tmp_path):
     if not has_facet(get_op("Reverse"), "onnx"):
         pytest.xfail("Reverse (ops/fork.py) has no ONNX facet yet")
-    from tests.test_blstm import BLSTM_NET
-
-    net, weights = _synthetic(tmp_path, BLSTM_NET)
+    net, weights = synthetic_files(tmp_path, BLSTM_NET)
     check_export(invoke, tmp_path, net, weights, [None])
 
 
@@ -331,8 +247,8 @@ def _layer_feeds(batch: int) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("opset", [13, 17, 21])
 def test_every_other_layer_matches_caffe(invoke, tmp_path, opset):
-    text = _input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS + FIXED_BATCH_LAYERS
-    net, weights = _synthetic(tmp_path, text)
+    text = input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS + FIXED_BATCH_LAYERS
+    net, weights = synthetic_files(tmp_path, text)
     model = check_export(invoke, tmp_path, net, weights, [_layer_feeds(2)],
                          ("--opset", str(opset)))
     assert onnx.load(model).opset_import[0].version == opset
@@ -341,7 +257,7 @@ def test_every_other_layer_matches_caffe(invoke, tmp_path, opset):
 def test_layers_with_a_symbolic_batch(invoke, tmp_path):
     """One model, batch 1, 2 and 5: Reshape's moved dims, Crop and ArgMax read it at run
     time."""
-    net, weights = _synthetic(tmp_path, _input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS)
+    net, weights = synthetic_files(tmp_path, input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS)
     model = check_export(
         invoke, tmp_path, net, weights, [_layer_feeds(b) for b in (1, 2, 5)],
         ("--shape", "x:1x6x4:2x6x4:5x6x4", "--shape", "s:1x6:2x6:5x6",
@@ -354,12 +270,12 @@ def test_layers_with_a_symbolic_batch(invoke, tmp_path):
 
 def test_a_blob_named_like_a_weight(invoke, tmp_path):
     """Tensor names are unique even when a top is called like a layer's weight."""
-    text = _input_layer({"x": (2, 3)}) + (
+    text = input_layer({"x": (2, 3)}) + (
         'layer { name: "ip" type: "InnerProduct" bottom: "x" top: "ip/weight" '
         'inner_product_param { num_output: 4 } }\n'
         'layer { name: "ip2" type: "InnerProduct" bottom: "ip/weight" top: "ip2/bias" '
         'inner_product_param { num_output: 2 } }\n')
-    net, weights = _synthetic(tmp_path, text)
+    net, weights = synthetic_files(tmp_path, text)
     model = check_export(invoke, tmp_path, net, weights, [None])
     graph = onnx.load(model).graph
     assert [o.name for o in graph.output] == ["ip2/bias"]
@@ -368,11 +284,11 @@ def test_a_blob_named_like_a_weight(invoke, tmp_path):
 
 def test_outputs_keep_the_blob_names(invoke, tmp_path):
     """A net input, a Dropout of it and a Split top as outputs: each under its own name."""
-    text = _input_layer({"x": (2, 3)}) + (
+    text = input_layer({"x": (2, 3)}) + (
         'layer { name: "drop" type: "Dropout" bottom: "x" top: "drop" }\n'
         'layer { name: "split" type: "Split" bottom: "drop" top: "a" top: "b" }\n'
         'layer { name: "tanh" type: "TanH" bottom: "a" top: "tanh" }\n')
-    net, weights = _synthetic(tmp_path, text)
+    net, weights = synthetic_files(tmp_path, text)
     model = check_export(invoke, tmp_path, net, weights, [None], outputs="x,drop,b,tanh")
     assert [o.name for o in onnx.load(model).graph.output] == ["x", "drop", "b", "tanh"]
 
@@ -408,10 +324,10 @@ def test_symbolic_time_and_batch_run_at_other_sizes(invoke, tmp_path):
 def test_fork_lstm_with_symbolic_time(invoke, tmp_path):
     """The fork's Lstm without clip: zero states of (1, N, H) built at run time."""
     T, N, I, H = 5, 2, 3, 4
-    text = _input_layer({"x": (T, N, I)}) + (
+    text = input_layer({"x": (T, N, I)}) + (
         f'layer {{ name: "lstm1" type: "Lstm" bottom: "x" top: "h" '
         f'lstm_param {{ num_output: {H} }} }}\n')
-    net, weights = _synthetic(tmp_path, text)
+    net, weights = synthetic_files(tmp_path, text)
     feeds = [{"x": np.random.default_rng(t).normal(size=(t, n, I)).astype(np.float32)}
              for t, n in ((1, 3), (9, 1))]
     check_export(invoke, tmp_path, net, weights, feeds, ("--shape", "x:1x1x3:5x2x3:9x3x3"))
@@ -438,7 +354,6 @@ def test_time_and_batch_over_the_same_range_are_not_one_dim(invoke, tmp_path):
 def test_external_data_beside_the_model(tmp_path):
     """Past the threshold (2 GiB for real; lowered here) the weights go to MODEL.onnx.data,
     and onnxruntime loads the pair."""
-    import caffe_lstm
     from caffe_lstm.backends.onnx.exporter import build_model, save_model
     from caffe_lstm.backends.onnx.runtime import run_model
 
@@ -449,7 +364,7 @@ def test_external_data_beside_the_model(tmp_path):
     assert data == tmp_path / "m.onnx.data" and data.stat().st_size > 0
     onnx.checker.check_model(str(tmp_path / "m.onnx"), full_check=True)
     feeds = net.random_inputs(seed=1)
-    _assert_close(run_model(tmp_path / "m.onnx", feeds), net.run(feeds, original=True))
+    assert_close_to_scale(run_model(tmp_path / "m.onnx", feeds), net.run(feeds, original=True))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.data"]
 
 
@@ -457,7 +372,6 @@ def test_external_data_beside_the_model(tmp_path):
 def test_streamed_weights_in_one_file_or_beside_it(tmp_path, monkeypatch, threshold):
     """Every weight streamed from its array (loop-body weights read from the outer scope):
     the model is complete, in one file or with external data, and equals the equations."""
-    import caffe_lstm
     from caffe_lstm.backends.onnx import exporter
     from caffe_lstm.backends.onnx.runtime import run_model
 
@@ -472,7 +386,7 @@ def test_streamed_weights_in_one_file_or_beside_it(tmp_path, monkeypatch, thresh
     exporter.save_model(model, tmp_path / "m.onnx", streamed, **extra)
     onnx.checker.check_model(str(tmp_path / "m.onnx"), full_check=True)
     feeds = net.random_inputs(seed=1)
-    _assert_close(run_model(tmp_path / "m.onnx", feeds), net.run(feeds, original=True))
+    assert_close_to_scale(run_model(tmp_path / "m.onnx", feeds), net.run(feeds, original=True))
     if PARSER_AVAILABLE:
         assert_parser_matches_onnxruntime(tmp_path / "m.onnx", feeds)
 
@@ -500,26 +414,20 @@ def test_run_hands_streamed_weights_to_onnxruntime(invoke, tmp_path, monkeypatch
         assert result.exit_code == 0, result.stderr
         outputs.append(dict(np.load(out)))
     assert handed and handed[0] > 0
-    _assert_close(outputs[1], outputs[0])
+    assert_close_to_scale(outputs[1], outputs[0])
 
 
 # ---- bad input -----------------------------------------------------------------------------------
 
 
-def _one_error_line(result, needle: str) -> None:
-    lines = result.stderr.strip().splitlines()
-    assert result.exit_code == 1, result.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert needle in lines[0], lines[0]
-
-
 def test_layers_without_an_onnx_form_are_listed_at_once(invoke, tmp_path, monkeypatch):
-    net, weights = _synthetic(tmp_path, _input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS)
+    net, weights = synthetic_files(tmp_path, input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS)
     for op_type in ("TanH", "Tile"):
         monkeypatch.setattr(get_op(op_type), "onnx", None)
     result = invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx")
-    _one_error_line(result, "cannot export these layers to ONNX: TanH (tanh): no ONNX form yet; "
-                            "Tile (tile): no ONNX form yet")
+    assert_one_error_line(result,
+                          "cannot export these layers to ONNX: TanH (tanh): no ONNX form yet; "
+                          "Tile (tile): no ONNX form yet")
     assert not (tmp_path / "m.onnx").exists()
 
 
@@ -527,8 +435,9 @@ def test_layers_without_an_onnx_form_are_listed_at_once(invoke, tmp_path, monkey
 def test_an_opset_out_of_range_is_refused(invoke, tmp_path, opset):
     net, weights = sample("seq_classifier")
     result = invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx", "--opset", opset)
-    _one_error_line(result, f"ONNX opset {opset} is not supported, --opset, use an opset from "
-                            "13 to 21")
+    assert_one_error_line(result,
+                          f"ONNX opset {opset} is not supported, --opset, use an opset from "
+                          "13 to 21")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -542,10 +451,11 @@ def test_a_layer_needing_a_newer_opset_is_refused(invoke, tmp_path, monkeypatch)
         return original(ctx, node, x)
 
     monkeypatch.setattr(tanh, "onnx", staticmethod(needs_opset_19))
-    net, weights = _synthetic(tmp_path, _input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS)
+    net, weights = synthetic_files(tmp_path, input_layer(LAYER_INPUTS) + BATCH_FREE_LAYERS)
     result = invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx", "--opset", "17")
-    _one_error_line(result, "this TanH needs ONNX opset 19 or newer, the export asks for 17, "
-                            "layer 'tanh' (TanH)")
+    assert_one_error_line(result,
+                          "this TanH needs ONNX opset 19 or newer, the export asks for 17, "
+                          "layer 'tanh' (TanH)")
     assert "pass --opset 19 or newer" in result.stderr
     assert not (tmp_path / "m.onnx").exists()
     assert invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx", "--opset",
@@ -556,7 +466,7 @@ def test_an_unwritable_output_is_refused(invoke, tmp_path):
     net, weights = sample("seq_classifier")
     (tmp_path / "file").write_text("a file, not a directory")
     result = invoke("export", net, "-w", weights, "-o", tmp_path / "file" / "m.onnx")
-    _one_error_line(result, "cannot write the output")
+    assert_one_error_line(result, "cannot write the output")
     assert [p.name for p in tmp_path.iterdir()] == ["file"]
 
 
@@ -564,7 +474,7 @@ def test_a_shape_range_the_layers_refuse(invoke, tmp_path):
     net, weights = sample("seq_classifier")
     result = invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx",
                     "--shape", "data:1x1x8:12x2x8:20x4x9", "--shape", "cont:1x1:12x2:20x4")
-    _one_error_line(result, "at the --shape MAX sizes")
+    assert_one_error_line(result, "at the --shape MAX sizes")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -573,15 +483,15 @@ def test_run_without_onnxruntime(invoke, tmp_path, monkeypatch):
     net, weights = sample("seq_classifier")
     out = tmp_path / "out.npz"
     result = invoke("run", net, "-w", weights, "--backend", "onnxruntime", "-o", out)
-    _one_error_line(result, "pip install 'caffe-lstm[onnx]'")
+    assert_one_error_line(result, "pip install 'caffe-lstm[onnx]'")
     assert not out.exists()
 
 
 def test_a_model_exported_for_other_state_inputs(invoke, tmp_path):
     net, weights = sample("deepspeech_relu")
-    model = _export(invoke, tmp_path, net, weights, "--state", "io")
+    model = export_model(invoke, tmp_path, net, weights, "--state", "io")
     result = invoke("run", net, "-w", weights, "--backend", "onnxruntime", "--onnx", model)
-    _one_error_line(result, "it lacks rnn1/h_0, rnn1/c_0")
+    assert_one_error_line(result, "it lacks rnn1/h_0, rnn1/c_0")
 
 
 def test_verify_has_an_onnxruntime_column(invoke):
@@ -603,4 +513,4 @@ def test_verify_notes_a_net_it_cannot_export(invoke, monkeypatch):
     assert "the ONNX model is not checked: cannot export these layers to ONNX: Softmax" in \
         result.stdout
     result = invoke("verify", net, "-w", weights, "--no-trt", "--onnxruntime")
-    _one_error_line(result, "cannot export these layers to ONNX: Softmax (probs)")
+    assert_one_error_line(result, "cannot export these layers to ONNX: Softmax (probs)")

@@ -2,7 +2,7 @@
 
 Through the CLI on real files: every model passes ``onnx.checker`` (full check), holds the
 native operator and no Scan, and onnxruntime's outputs equal ``run --original`` to 1e-5 of the
-largest value (tests/test_onnx_export.py's check_export, which also checks TensorRT's parser
+largest value (tests/helpers.py's check_export, which also checks TensorRT's parser
 network against onnxruntime). Every layer the operator would compute differently is refused
 in one ``error:`` line naming it and why, exit 1, no file (ops/recurrent/native.py's rules).
 """
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import caffe_lstm
-from tests.test_onnx_export import _input_layer, _one_error_line, _synthetic, check_export
+from tests.helpers import assert_one_error_line, check_export, input_layer, synthetic_files
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -39,7 +39,7 @@ def _net(T, N, layer_type="LSTM", cont="indicator", fields=None, expose=False,
         shapes["x_static"] = (N, 2)
     states = {"RNN": ["h"]}.get(layer_type, ["h", "c"]) if expose else []
     shapes.update({f"{s}_0": (1, N, H) for s in states})
-    text = _input_layer(shapes)
+    text = input_layer(shapes)
     if cont == "indicator":
         text += ('layer { name: "indicator" type: "ContinuationIndicator" top: "cont" '
                  f'continuation_indicator_param {{ time_step: {T} batch_size: {N} }} }}\n')
@@ -68,7 +68,7 @@ def _feeds(T, N, x_dims=(2, 3), states=(), H=5, seed=0) -> dict[str, np.ndarray]
 
 def _native(invoke, tmp_path, text, feeds_list, op="LSTM", state="zero", flags=(), seed=0):
     """Exports with --lstm-op native and checks it (check_export); returns the op types."""
-    net, weights = _synthetic(tmp_path, text, seed)
+    net, weights = synthetic_files(tmp_path, text, seed)
     model = check_export(invoke, tmp_path, net, weights, feeds_list, (*NATIVE, *flags), state)
     ops = [node.op_type for node in onnx.load(model).graph.node]
     assert ops.count(op) == 1 and "Scan" not in ops, ops
@@ -157,7 +157,7 @@ def test_exposed_state_scaled_by_cont_at_t0(invoke, tmp_path, layer_type):
 
 
 def test_python_api(tmp_path):
-    net, weights = _synthetic(tmp_path, _net(4, 2))
+    net, weights = synthetic_files(tmp_path, _net(4, 2))
     exported = caffe_lstm.load(net, weights).export_onnx(None, lstm_op="native", state="zero")
     ops = [node.op_type for node in onnx.load_from_string(exported.model).graph.node]
     assert "LSTM" in ops and "Scan" not in ops
@@ -166,7 +166,7 @@ def test_python_api(tmp_path):
 
 
 def test_scan_stays_the_default(invoke, tmp_path):
-    net, weights = _synthetic(tmp_path, _net(4, 2))
+    net, weights = synthetic_files(tmp_path, _net(4, 2))
     model = tmp_path / "model.onnx"
     assert invoke("export", net, "-w", weights, "-o", model).exit_code == 0
     ops = [node.op_type for node in onnx.load(model).graph.node]
@@ -201,12 +201,13 @@ REFUSED = {
 @pytest.mark.parametrize("case", REFUSED)
 def test_refused_in_one_line(invoke, tmp_path, case):
     text, layer_type, reason = REFUSED[case]
-    net, weights = _synthetic(tmp_path, text)
+    net, weights = synthetic_files(tmp_path, text)
     model = tmp_path / "model.onnx"
     result = invoke("export", net, "-w", weights, "-o", model, *NATIVE, "--state", "zero")
-    _one_error_line(result, "ONNX's own recurrent operator cannot compute exactly layer 'rec1' "
-                            f"({layer_type}) at ")
-    _one_error_line(result, f"net.prototxt:{text.count(chr(10))}: {reason}")  # its line
+    assert_one_error_line(result,
+                          "ONNX's own recurrent operator cannot compute exactly layer 'rec1' "
+                          f"({layer_type}) at ")
+    assert_one_error_line(result, f"net.prototxt:{text.count(chr(10))}: {reason}")  # its line
     assert "export with --lstm-op scan" in result.stderr
     assert not model.exists()
     # the same net exports with the default Scan
@@ -217,9 +218,9 @@ def test_every_refused_layer_in_the_one_line(invoke, tmp_path):
     text = _net(5, 2, cont="input") + (
         'layer { name: "rec2" type: "LSTM" bottom: "y" bottom: "cont" top: "y2" '
         'recurrent_param { num_output: 3 num_proj: 2 } }\n')
-    net, weights = _synthetic(tmp_path, text)
+    net, weights = synthetic_files(tmp_path, text)
     result = invoke("export", net, "-w", weights, "-o", tmp_path / "m.onnx", *NATIVE)
-    _one_error_line(result, "layer 'rec1' (LSTM) at ")
+    assert_one_error_line(result, "layer 'rec1' (LSTM) at ")
     assert ": its cont 'cont' is a net input" in result.stderr
     assert "; layer 'rec2' (LSTM) at " in result.stderr
     assert ": it has a recurrent projection (num_proj: 2)" in result.stderr

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 import caffe_lstm
-from tests.conftest import run_cli, sample
-from tests.onnx_parser_check import assert_parser_matches_onnxruntime
+from tests.helpers import assert_parser_matches_onnxruntime, run_cli, sample
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")

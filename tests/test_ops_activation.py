@@ -12,16 +12,12 @@ import torch
 from caffe_lstm.errors import ShapeError
 from caffe_lstm.frontend.params import to_params
 from caffe_lstm.ops import get_op
-from tests.opcheck import make_node, run_op
+from tests.helpers import make_node, rand, run_op
 
 
 def parse(op_type, message_name, **fields):
     caffe_pb2 = pytest.importorskip("caffe_lstm.proto.caffe_pb2")
     return get_op(op_type).parse(None, to_params(getattr(caffe_pb2, message_name)(**fields)))
-
-
-def rand(*shape, seed=0, scale=3.0):
-    return (scale * np.random.default_rng(seed).standard_normal(shape)).astype(np.float32)
 
 
 # ---- Sigmoid / TanH --------------------------------------------------------------------------
@@ -34,7 +30,7 @@ def test_sigmoid_literal():
 
 
 def test_sigmoid_matches_torch_without_overflow_at_extremes():
-    x = np.concatenate([rand(50), [-200.0, -100.0, 100.0, 200.0]]).astype(np.float32)
+    x = np.concatenate([rand(50, scale=3.0), [-200.0, -100.0, 100.0, 200.0]]).astype(np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         (y,) = run_op("Sigmoid", {}, [x])
@@ -49,7 +45,7 @@ def test_tanh_literal():
 
 
 def test_tanh_matches_torch():
-    x = rand(3, 4, 5)
+    x = rand(3, 4, 5, scale=3.0)
     (y,) = run_op("TanH", {}, [x])
     np.testing.assert_allclose(y, torch.tanh(torch.from_numpy(x)).numpy(), atol=1e-6)
 
@@ -71,7 +67,7 @@ def test_relu_literal_plain_and_leaky():
 
 
 def test_relu_matches_torch_leaky_relu():
-    x = rand(4, 6)
+    x = rand(4, 6, scale=3.0)
     (y,) = run_op("ReLU", {"negative_slope": 0.25}, [x])
     expected = torch.nn.functional.leaky_relu(torch.from_numpy(x), 0.25)
     np.testing.assert_allclose(y, expected.numpy(), rtol=1e-6)
@@ -83,7 +79,7 @@ def test_relu_parse():
 
 
 def test_dropout_is_identity_at_inference():
-    x = rand(2, 3, 4)
+    x = rand(2, 3, 4, scale=3.0)
     attrs = parse("Dropout", "DropoutParameter", dropout_ratio=0.7)
     assert attrs["dropout_ratio"] == pytest.approx(0.7)
     (y,) = run_op("Dropout", attrs, [x])
@@ -108,7 +104,7 @@ def test_softmax_large_inputs_stay_finite():
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1])
 def test_softmax_matches_torch_and_sums_to_one(axis):
-    x = rand(2, 3, 4, 5)
+    x = rand(2, 3, 4, 5, scale=3.0)
     (y,) = run_op("Softmax", {"axis": axis}, [x])
     expected = torch.softmax(torch.from_numpy(x), dim=axis).numpy()
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-7)
@@ -135,5 +131,5 @@ def test_activations_keep_shape_and_float32(op_type, attrs):
     node = make_node(op_type, attrs, [(2, 1, 3, 4)])
     assert get_op(op_type).infer(None, node, (2, 1, 3, 4)) == ((2, 1, 3, 4),)
     assert get_op(op_type).blobs(None, node, (2, 1, 3, 4)) == ()
-    (y,) = run_op(op_type, attrs, [rand(2, 1, 3, 4)])
+    (y,) = run_op(op_type, attrs, [rand(2, 1, 3, 4, scale=3.0)])
     assert y.dtype == np.float32

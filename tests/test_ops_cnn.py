@@ -13,14 +13,10 @@ import torch.nn.functional as F
 
 from caffe_lstm.errors import ShapeError
 from caffe_lstm.ops import get_op
-from tests.opcheck import make_node, run_op
+from tests.helpers import conv_attrs, make_node, pool_attrs, rand, run_op
 
 RNG = np.random.default_rng(2024)
 TOL = dict(rtol=1e-5, atol=1e-5)
-
-
-def rand(*shape: int) -> np.ndarray:
-    return RNG.standard_normal(shape).astype(np.float32)
 
 
 def t(x: np.ndarray) -> torch.Tensor:
@@ -35,17 +31,8 @@ def infer(op_type: str, attrs: dict, *shapes, n_tops: int = 1):
 # ---- Convolution, Deconvolution, Im2col --------------------------------------------------------
 
 
-def conv_attrs(**changes) -> dict:
-    """What parse makes of convolution_param, with ``changes``."""
-    attrs = {"num_output": 4, "bias_term": True, "group": 1, "axis": 1, "kernel_size": [3],
-             "stride": [], "pad": [], "dilation": [], "kernel_h": None, "kernel_w": None,
-             "stride_h": None, "stride_w": None, "pad_h": None, "pad_w": None}
-    attrs.update(changes)
-    return attrs
-
-
 def test_convolution_groups_dilation_and_per_axis_geometry():
-    x, w, b = rand(2, 6, 13, 11), rand(9, 2, 3, 2), rand(9)
+    x, w, b = rand(2, 6, 13, 11, rng=RNG), rand(9, 2, 3, 2, rng=RNG), rand(9, rng=RNG)
     attrs = conv_attrs(num_output=9, group=3, kernel_size=[], kernel_h=3, kernel_w=2,
                        stride_h=2, stride_w=3, pad_h=2, pad_w=0, dilation=[2, 1])
     (y,) = run_op("Convolution", attrs, [x], [w, b])
@@ -54,7 +41,7 @@ def test_convolution_groups_dilation_and_per_axis_geometry():
 
 
 def test_convolution_repeated_fields_per_axis_without_bias():
-    x, w = rand(1, 3, 10, 8), rand(5, 3, 2, 4)
+    x, w = rand(1, 3, 10, 8, rng=RNG), rand(5, 3, 2, 4, rng=RNG)
     attrs = conv_attrs(num_output=5, bias_term=False, kernel_size=[2, 4], stride=[1, 2],
                        pad=[1, 3], dilation=[3])
     (y,) = run_op("Convolution", attrs, [x], [w])
@@ -65,7 +52,7 @@ def test_convolution_repeated_fields_per_axis_without_bias():
 @pytest.mark.parametrize("spatial", [(15,), (5, 6, 7)], ids=["1d", "3d"])
 def test_convolution_nd(spatial):
     rank = len(spatial)
-    x, w, b = rand(2, 4, *spatial), rand(6, 2, *(3,) * rank), rand(6)
+    x, w, b = rand(2, 4, *spatial, rng=RNG), rand(6, 2, *(3,) * rank, rng=RNG), rand(6, rng=RNG)
     attrs = conv_attrs(num_output=6, group=2, stride=[2], pad=[1])
     (y,) = run_op("Convolution", attrs, [x], [w, b])
     conv = F.conv1d if rank == 1 else F.conv3d
@@ -74,14 +61,14 @@ def test_convolution_nd(spatial):
 
 
 def test_convolution_axis_2_convolves_every_leading_item():
-    x, w, b = rand(3, 2, 4, 7, 7), rand(5, 4, 3, 3), rand(5)
+    x, w, b = rand(3, 2, 4, 7, 7, rng=RNG), rand(5, 4, 3, 3, rng=RNG), rand(5, rng=RNG)
     (y,) = run_op("Convolution", conv_attrs(num_output=5, axis=2, pad=[1]), [x], [w, b])
     ref = F.conv2d(t(x.reshape(6, 4, 7, 7)), t(w), t(b), padding=1).numpy()
     np.testing.assert_allclose(y, ref.reshape(3, 2, 5, 7, 7), **TOL)
 
 
 def test_deconvolution_groups_stride_pad_dilation():
-    x, w, b = rand(2, 4, 5, 6), rand(4, 3, 3, 2), rand(6)
+    x, w, b = rand(2, 4, 5, 6, rng=RNG), rand(4, 3, 3, 2, rng=RNG), rand(6, rng=RNG)
     attrs = conv_attrs(num_output=6, group=2, kernel_size=[3, 2], stride=[2, 3], pad=[1, 0],
                        dilation=[1, 2])
     (y,) = run_op("Deconvolution", attrs, [x], [w, b])
@@ -100,7 +87,7 @@ def test_deconvolution_blob_is_input_channels_first():
 
 def test_im2col_matches_unfold():
     """Caffe's im2col channel order is (c, kernel row, kernel col), torch.unfold's too."""
-    x = rand(2, 3, 8, 9)
+    x = rand(2, 3, 8, 9, rng=RNG)
     attrs = conv_attrs(kernel_size=[3, 2], stride=[2, 1], pad=[1, 0], dilation=[1, 2])
     (y,) = run_op("Im2col", attrs, [x])
     ref = F.unfold(t(x), (3, 2), dilation=(1, 2), padding=(1, 0), stride=(2, 1))
@@ -134,14 +121,6 @@ def test_convolution_shape_errors(changes, shape, needle):
 # ---- Pooling ------------------------------------------------------------------------------------
 
 
-def pool_attrs(pool="MAX", **changes) -> dict:
-    attrs = {"pool": pool, "global_pooling": False, "round_mode": "CEIL", "kernel_size": None,
-             "kernel_h": None, "kernel_w": None, "stride": None, "stride_h": None,
-             "stride_w": None, "pad": None, "pad_h": None, "pad_w": None}
-    attrs.update(changes)
-    return attrs
-
-
 # Caffe vs torch pooling (pooling_layer.cpp vs torch's pooling_shape / avg_pool2d kernels):
 # - Both round up with ceil_mode and both drop the last window when it would start in the end
 #   padding, (out − 1)·stride ≥ in + pad. Caffe applies that rule only when the layer has
@@ -162,7 +141,7 @@ POOL_CASES = [  # (H, W), kernel, stride, pad
 @pytest.mark.parametrize("method", ["MAX", "AVE"])
 @pytest.mark.parametrize("size, kernel, stride, pad", POOL_CASES)
 def test_pooling_ceil_matches_torch(method, size, kernel, stride, pad):
-    x = rand(2, 3, *size)
+    x = rand(2, 3, *size, rng=RNG)
     attrs = pool_attrs(method, kernel_h=kernel[0], kernel_w=kernel[1], stride_h=stride[0],
                        stride_w=stride[1], pad_h=pad[0], pad_w=pad[1])
     (y,) = run_op("Pooling", attrs, [x])
@@ -175,7 +154,7 @@ def test_pooling_ceil_matches_torch(method, size, kernel, stride, pad):
 
 @pytest.mark.parametrize("method", ["MAX", "AVE"])
 def test_pooling_floor_round_mode_matches_torch(method):
-    x = rand(1, 2, 7, 8)
+    x = rand(1, 2, 7, 8, rng=RNG)
     attrs = pool_attrs(method, kernel_size=3, stride=2, pad=1, round_mode="FLOOR")
     (y,) = run_op("Pooling", attrs, [x])
     pool = F.max_pool2d if method == "MAX" else F.avg_pool2d
@@ -229,7 +208,7 @@ def test_pooling_literal_pad_above_half_the_kernel():
 
 @pytest.mark.parametrize("method", ["MAX", "AVE"])
 def test_global_pooling(method):
-    x = rand(2, 5, 4, 6)
+    x = rand(2, 5, 4, 6, rng=RNG)
     (y,) = run_op("Pooling", pool_attrs(method, global_pooling=True), [x])
     ref = t(x).amax(dim=(2, 3), keepdim=True) if method == "MAX" else t(x).mean(
         dim=(2, 3), keepdim=True)
@@ -265,7 +244,7 @@ def lrn_attrs(region="ACROSS_CHANNELS", **changes) -> dict:
 @pytest.mark.parametrize("size", [1, 3, 5])
 def test_lrn_across_channels_matches_torch(size):
     """Caffe's ACROSS_CHANNELS scale is k + α/n · Σ x², as torch's local_response_norm."""
-    x = rand(2, 7, 3, 4)
+    x = rand(2, 7, 3, 4, rng=RNG)
     (y,) = run_op("LRN", lrn_attrs(local_size=size), [x])
     ref = F.local_response_norm(t(x), size, alpha=0.3, beta=0.75, k=2.0)
     np.testing.assert_allclose(y, ref.numpy(), **TOL)
@@ -274,7 +253,7 @@ def test_lrn_across_channels_matches_torch(size):
 def test_lrn_within_channel_matches_torch_pooling():
     """WITHIN_CHANNEL: x · (1 + α · mean of x² over the n×n square)^−β; Caffe ignores k
     there (its power layer has shift 1) and its AVE pooling divides by n² everywhere."""
-    x = rand(2, 3, 6, 5)
+    x = rand(2, 3, 6, 5, rng=RNG)
     (y,) = run_op("LRN", lrn_attrs("WITHIN_CHANNEL", local_size=3), [x])
     mean = F.avg_pool2d(t(x) ** 2, 3, stride=1, padding=1, count_include_pad=True)
     np.testing.assert_allclose(y, (t(x) * (1 + 0.3 * mean) ** -0.75).numpy(), **TOL)
@@ -286,7 +265,7 @@ def test_lrn_rejects_an_even_size():
 
 
 def test_batch_norm_divides_the_stored_statistics_by_the_factor():
-    x, mean, var = rand(2, 4, 3, 5), rand(4), np.abs(rand(4)) + 0.1
+    x, mean, var = rand(2, 4, 3, 5, rng=RNG), rand(4, rng=RNG), np.abs(rand(4, rng=RNG)) + 0.1
     factor = np.array([2.5], np.float32)
     attrs = {"use_global_stats": True, "eps": 1e-3}
     (y,) = run_op("BatchNorm", attrs, [x], [mean, var, factor])
@@ -295,24 +274,26 @@ def test_batch_norm_divides_the_stored_statistics_by_the_factor():
 
 
 def test_batch_norm_zero_factor_means_zero_statistics():
-    x = rand(3, 2)
+    x = rand(3, 2, rng=RNG)
     attrs = {"use_global_stats": True, "eps": 1e-5}
-    (y,) = run_op("BatchNorm", attrs, [x], [rand(2), rand(2), np.zeros(1, np.float32)])
+    (y,) = run_op("BatchNorm", attrs, [x],
+                  [rand(2, rng=RNG), rand(2, rng=RNG), np.zeros(1, np.float32)])
     np.testing.assert_allclose(y, x / np.sqrt(np.float32(1e-5)), rtol=1e-5)
 
 
 def test_batch_norm_without_global_stats_uses_the_batch():
-    x = rand(4, 3, 2, 5)
+    x = rand(4, 3, 2, 5, rng=RNG)
     attrs = {"use_global_stats": False, "eps": 1e-5}
-    (y,) = run_op("BatchNorm", attrs, [x], [rand(3), rand(3), np.ones(1, np.float32)])
+    (y,) = run_op("BatchNorm", attrs, [x],
+                  [rand(3, rng=RNG), rand(3, rng=RNG), np.ones(1, np.float32)])
     ref = F.batch_norm(t(x), None, None, training=True, eps=1e-5)
     np.testing.assert_allclose(y, ref.numpy(), **TOL)
 
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_prelu(shared):
-    x = rand(2, 4, 3, 3)
-    slope = np.array(0.3, np.float32) if shared else rand(4)
+    x = rand(2, 4, 3, 3, rng=RNG)
+    slope = np.array(0.3, np.float32) if shared else rand(4, rng=RNG)
     (y,) = run_op("PReLU", {"channel_shared": shared}, [x], [slope])
     np.testing.assert_allclose(y, F.prelu(t(x), t(slope.reshape(-1))).numpy(), **TOL)
 
@@ -322,7 +303,7 @@ def test_prelu(shared):
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1])
 def test_softmax_axis(axis):
-    x = rand(3, 4, 5)
+    x = rand(3, 4, 5, rng=RNG)
     (y,) = run_op("Softmax", {"axis": axis}, [x])
     np.testing.assert_allclose(y, torch.softmax(t(x), dim=axis).numpy(), **TOL)
 
@@ -361,7 +342,7 @@ def test_pointwise_param_errors(op_type, attrs, needle):
 
 @pytest.mark.parametrize("axis, offset", [(2, []), (2, [1]), (1, [1, 2, 0]), (-2, [3, 1])])
 def test_crop(axis, offset):
-    x, ref = rand(2, 4, 6, 5), np.zeros((1, 2, 3, 4), np.float32)
+    x, ref = rand(2, 4, 6, 5, rng=RNG), np.zeros((1, 2, 3, 4), np.float32)
     (y,) = run_op("Crop", {"axis": axis, "offset": offset}, [x, ref])
     start = axis % 4
     offsets = (offset or [0]) * (4 - start) if len(offset) <= 1 else offset
@@ -380,7 +361,7 @@ def test_crop_errors(attrs, needle):
 
 
 def test_argmax_along_an_axis_matches_torch_topk():
-    x = rand(2, 7, 3)
+    x = rand(2, 7, 3, rng=RNG)
     (index,) = run_op("ArgMax", {"out_max_val": False, "top_k": 3, "axis": 1}, [x])
     (values,) = run_op("ArgMax", {"out_max_val": True, "top_k": 3, "axis": -2}, [x])
     ref = torch.topk(t(x), 3, dim=1)
@@ -389,7 +370,7 @@ def test_argmax_along_an_axis_matches_torch_topk():
 
 
 def test_argmax_without_axis_flattens_each_item():
-    x = rand(3, 2, 5)
+    x = rand(3, 2, 5, rng=RNG)
     (index,) = run_op("ArgMax", {"out_max_val": False, "top_k": 2, "axis": None}, [x])
     (both,) = run_op("ArgMax", {"out_max_val": True, "top_k": 2, "axis": None}, [x])
     ref = torch.topk(t(x).reshape(3, 10), 2, dim=1)
@@ -416,20 +397,20 @@ def test_argmax_rejects_top_k_beyond_the_axis():
 
 
 def test_permute_appends_the_missing_axes():
-    x = rand(2, 3, 4, 5)
+    x = rand(2, 3, 4, 5, rng=RNG)
     (y,) = run_op("Permute", {"order": [3, 0]}, [x])
     np.testing.assert_array_equal(y, t(x).permute(3, 0, 1, 2).numpy())
 
 
 def test_transpose_lists_every_axis():
-    x = rand(2, 3, 4, 5)
+    x = rand(2, 3, 4, 5, rng=RNG)
     (y,) = run_op("Transpose", {"dim": [3, 2, 0, 1]}, [x])
     np.testing.assert_array_equal(y, t(x).permute(3, 2, 0, 1).numpy())
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2])
 def test_reverse(axis):
-    x = rand(4, 3, 2)
+    x = rand(4, 3, 2, rng=RNG)
     (y,) = run_op("Reverse", {"axis": axis}, [x])
     np.testing.assert_array_equal(y, torch.flip(t(x), dims=(axis,)).numpy())
 

@@ -9,7 +9,7 @@ import torch
 from caffe_lstm.errors import ShapeError
 from caffe_lstm.frontend.params import to_params
 from caffe_lstm.ops import get_op
-from tests.opcheck import make_node, run_op
+from tests.helpers import make_node, rand, run_op
 
 SCALE = {"axis": 1, "num_axes": 1, "bias_term": False}
 BIAS = {"axis": 1, "num_axes": 1}
@@ -27,10 +27,6 @@ def infer_error(op_type, attrs, shapes) -> str:
 def parse(op_type, message_name, **fields):
     caffe_pb2 = pytest.importorskip("caffe_lstm.proto.caffe_pb2")
     return get_op(op_type).parse(None, to_params(getattr(caffe_pb2, message_name)(**fields)))
-
-
-def rand(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 # ---- Eltwise ---------------------------------------------------------------------------------
@@ -63,7 +59,7 @@ def test_eltwise_max_takes_elementwise_max():
 
 @pytest.mark.parametrize("operation", ["SUM", "PROD", "MAX"])
 def test_eltwise_matches_torch(operation):
-    xs = [rand(2, 3, 4, seed=s) for s in range(3)]
+    xs = [rand(2, 3, 4, rng=s) for s in range(3)]
     ts = [torch.from_numpy(x) for x in xs]
     expected = {"SUM": ts[0] * 2 + ts[1] - ts[2] * 0.25,
                 "PROD": ts[0] * ts[1] * ts[2],
@@ -142,7 +138,7 @@ def test_scale_two_bottoms_with_bias_term_learns_only_bias():
 
 
 def test_scale_negative_axis_matches_torch_broadcast():
-    x, s = rand(2, 3, 4, 5), rand(3, 4, seed=1)
+    x, s = rand(2, 3, 4, 5), rand(3, 4, rng=1)
     (y,) = run_op("Scale", {**SCALE, "axis": -3}, [x, s])
     expected = torch.from_numpy(x) * torch.from_numpy(s)[None, :, :, None]
     np.testing.assert_allclose(y, expected.numpy(), rtol=1e-6)
@@ -181,7 +177,7 @@ def test_bias_one_bottom_adds_learned_blob_per_channel():
 
 
 def test_bias_two_bottoms_has_no_blobs_and_matches_torch():
-    x, b = rand(2, 3, 4), rand(3, 4, seed=1)
+    x, b = rand(2, 3, 4), rand(3, 4, rng=1)
     node = make_node("Bias", BIAS, [(2, 3, 4), (3, 4)])
     assert get_op("Bias").blobs(None, node, (2, 3, 4), (3, 4)) == ()
     (y,) = run_op("Bias", BIAS, [x, b])

@@ -15,8 +15,7 @@ from caffe_lstm.errors import ShapeError
 from caffe_lstm.frontend.params import to_params
 from caffe_lstm.ops import get_op
 from caffe_lstm.proto import caffe_pb2
-from tests.opcheck import make_node, run_op
-from tests.torch_reference import torch_lstm
+from tests.helpers import make_node, net_with_weights, run_op, torch_lstm
 
 ATOL = 1e-5
 
@@ -420,7 +419,6 @@ def test_a_cont_two_layers_deep_folds_for_all_three_callers(tmp_path):
     from caffe_lstm.ops.recurrent import read_cont
     from caffe_lstm.ops.recurrent.native import lstm_refusal
     from caffe_lstm.passes.expose_state import needs_state_io
-    from tests.conftest import net_with_weights
 
     graph = net_with_weights(tmp_path, DEEP_CONT_NET)
     lstm = next(node for node in graph.nodes if node.op == "LSTM")
@@ -439,7 +437,6 @@ def test_a_fed_cont_is_read_the_same_by_the_three_callers(tmp_path):
     from caffe_lstm.feeds import random_feeds
     from caffe_lstm.ops.recurrent.native import lstm_refusal
     from caffe_lstm.passes.expose_state import needs_state_io
-    from tests.conftest import net_with_weights
 
     text = ('input: "x" input_shape { dim: 4 dim: 2 dim: 3 }\n'
             'input: "c0" input_shape { dim: 4 dim: 2 }\n'

@@ -10,7 +10,7 @@ import torch
 from caffe_lstm.errors import ShapeError
 from caffe_lstm.frontend.params import to_params
 from caffe_lstm.ops import get_op
-from tests.opcheck import make_node, run_op
+from tests.helpers import make_node, run_op
 
 RESHAPE = {"axis": 0, "num_axes": -1}
 FLATTEN = {"axis": 1, "end_axis": -1}

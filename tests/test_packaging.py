@@ -38,8 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, sample
-from tests.project import version
+from tests.helpers import ROOT, sample, version
 
 # Not copied to the build folder: environments, VCS data, caches and earlier build output
 # (a stale caffe_lstm.egg-info/SOURCES.txt would add its files to the sdist).

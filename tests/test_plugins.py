@@ -13,9 +13,7 @@ for discovery, in milliseconds instead of a venv.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,9 +24,9 @@ import caffe_lstm
 from caffe_lstm.frontend.caffemodel import read_caffemodel
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.ops import Op, get_op, plugins, register_op
-from tests.conftest import ROOT, SAMPLES
-from tests.project import tomllib
-from tests.torch_reference import torch_lstm
+from tests.helpers import (
+    SAMPLES, assert_one_error_line, install_example, run_cli, torch_lstm,
+)
 
 EXAMPLE = SAMPLES / "plugin_example"
 NET, WEIGHTS = EXAMPLE / "normalize_lstm.prototxt", EXAMPLE / "normalize_lstm.caffemodel"
@@ -37,42 +35,6 @@ MODULE = "caffe_lstm_ssd_normalize"
 
 
 # ---- helpers ------------------------------------------------------------------------------------
-
-
-def install_example(site: Path) -> Path:
-    """A distribution of the example package in ``site`` (to put on the path): its METADATA and
-    the entry points its pyproject.toml declares, in pip's entry_points.txt format."""
-    project = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["project"]
-    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
-    lines = []
-    for group, entries in project["entry-points"].items():
-        lines.append(f"[{group}]")
-        lines += [f"{name} = {value}" for name, value in entries.items()]
-    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
-    return site
-
-
-def cli(*args: object, path: tuple[Path, ...] = (), timeout: float = 600
-        ) -> subprocess.CompletedProcess[str]:
-    """``python -m caffe_lstm ARGS`` with ``path`` on PYTHONPATH (after the project, before
-    what the tests inherited)."""
-    inherited = os.environ.get("PYTHONPATH", "")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [*map(str, (ROOT, *path)), inherited])))
-    return subprocess.run([sys.executable, "-m", "caffe_lstm", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
-    """The one ``error:`` line of a failed command (status 1, no traceback)."""
-    assert done.returncode == 1, (done.stdout, done.stderr)
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
-    assert "Traceback" not in done.stderr
-    return lines[0]
 
 
 def example_inputs(path: Path, seed: int = 0) -> dict[str, np.ndarray]:
@@ -128,14 +90,14 @@ def isolated_plugins():
 
 def test_the_entry_point_example_inspects_runs_and_equals_the_fork(tmp_path):
     site = install_example(tmp_path / "site")
-    done = cli("inspect", NET, "-w", WEIGHTS, path=(site, EXAMPLE))
+    done = run_cli("inspect", NET, "-w", WEIGHTS, path=(site, EXAMPLE))
     assert done.returncode == 0, done.stderr
     assert "rows_norm (Normalize): rows -> rows_norm  (12, 8)  blobs (8)" in done.stdout
     assert ("plugin 'ssd_normalize' (entry point of caffe-lstm-ssd-normalize): Normalize"
             in done.stdout)
     arrays, out = example_inputs(tmp_path / "in.npz"), tmp_path / "out.npz"
-    done = cli("run", NET, "-w", WEIGHTS, "--inputs", tmp_path / "in.npz", "-o", out,
-               path=(site, EXAMPLE))
+    done = run_cli("run", NET, "-w", WEIGHTS, "--inputs", tmp_path / "in.npz", "-o", out,
+                   path=(site, EXAMPLE))
     assert done.returncode == 0, done.stderr
     want = reference(arrays)
     with np.load(out) as got:
@@ -145,8 +107,8 @@ def test_the_entry_point_example_inspects_runs_and_equals_the_fork(tmp_path):
 
 def test_inspect_json_lists_the_installed_plugin(tmp_path):
     site = install_example(tmp_path / "site")
-    done = cli("inspect", SAMPLES / "seq_classifier" / "seq_classifier.prototxt", "--json",
-               path=(site, EXAMPLE))
+    done = run_cli("inspect", SAMPLES / "seq_classifier" / "seq_classifier.prototxt", "--json",
+                   path=(site, EXAMPLE))
     assert done.returncode == 0, done.stderr
     (listed,) = json.loads(done.stdout)["plugins"]
     assert listed["name"] == "ssd_normalize" and listed["types"] == ["Normalize"]
@@ -158,22 +120,22 @@ def test_the_entry_point_example_verifies_converts_and_exports(tmp_path):
     pytest.importorskip("onnxruntime")
     site = install_example(tmp_path / "site")
     example_inputs(tmp_path / "in.npz", seed=1)
-    done = cli("verify", NET, "-w", WEIGHTS, "--inputs", tmp_path / "in.npz", "--runtime",
-               "tensorrt-rtx", "--onnxruntime", "--atol", "1e-5", "--rtol", "1e-5",
-               path=(site, EXAMPLE))
+    done = run_cli("verify", NET, "-w", WEIGHTS, "--inputs", tmp_path / "in.npz", "--runtime",
+                   "tensorrt-rtx", "--onnxruntime", "--atol", "1e-5", "--rtol", "1e-5",
+                   path=(site, EXAMPLE))
     assert done.returncode == 0, done.stderr
     assert "TensorRT network" in done.stdout and "ONNX model" in done.stdout
     assert len(re.findall(r"^(scores|maps_norm) .* ok$", done.stdout, re.M)) == 6, done.stdout
     engine, model = tmp_path / "net.engine", tmp_path / "net.onnx"
-    done = cli("convert", NET, "-w", WEIGHTS, "-o", engine, "--runtime", "tensorrt-rtx",
-               path=(site, EXAMPLE))
+    done = run_cli("convert", NET, "-w", WEIGHTS, "-o", engine, "--runtime", "tensorrt-rtx",
+                   path=(site, EXAMPLE))
     assert done.returncode == 0 and engine.stat().st_size > 0, done.stderr
-    done = cli("export", NET, "-w", WEIGHTS, "-o", model, path=(site, EXAMPLE))
+    done = run_cli("export", NET, "-w", WEIGHTS, "-o", model, path=(site, EXAMPLE))
     assert done.returncode == 0 and model.stat().st_size > 0, done.stderr
 
 
 def test_without_the_plugin_the_error_names_the_plugin_option_and_the_doc():
-    line = one_error_line(cli("inspect", NET))
+    line = assert_one_error_line(run_cli("inspect", NET))
     assert "unsupported layer types: Normalize (rows_norm, maps_norm)" in line
     assert "--plugin FILE.py|MODULE" in line and "docs/plugins.md" in line
     assert "plugins=" not in line
@@ -193,8 +155,8 @@ def test_plugin_file_and_module_give_the_entry_point_s_outputs(tmp_path):
     outs = []
     for how, extra in (("file", ("--plugin", PLUGIN_FILE)), ("module", ("--plugin", MODULE))):
         out = tmp_path / f"{how}.npz"
-        done = cli("run", NET, "-w", WEIGHTS, "--inputs", tmp_path / "in.npz", "-o", out, *extra,
-                   path=(EXAMPLE,))
+        done = run_cli("run", NET, "-w", WEIGHTS, "--inputs", tmp_path / "in.npz", "-o", out,
+                       *extra, path=(EXAMPLE,))
         assert done.returncode == 0, done.stderr
         outs.append(np.load(out))
     want = reference(dict(np.load(tmp_path / "in.npz")))
@@ -308,11 +270,11 @@ SEQ = SAMPLES / "seq_classifier" / "seq_classifier.prototxt"
 
 def test_overriding_a_built_in_needs_override_true(tmp_path):
     plugin = write_plugin(tmp_path, RELU.format(override=""))
-    line = one_error_line(cli("inspect", SEQ, "--plugin", plugin))
+    line = assert_one_error_line(run_cli("inspect", SEQ, "--plugin", plugin))
     assert f"plugin '{plugin}' (file) defines layer type 'ReLU', which caffe-lstm already" in line
     assert "override=True" in line
     plugin = write_plugin(tmp_path, RELU.format(override="(override=True)"), "override.py")
-    done = cli("inspect", SEQ, "--plugin", plugin)
+    done = run_cli("inspect", SEQ, "--plugin", plugin)
     assert done.returncode == 0, done.stderr
     assert "ReLU (replacing the built-in ReLU)" in done.stdout
     assert get_op("ReLU").__module__ == "caffe_lstm.ops.activation"  # this process: untouched
@@ -370,21 +332,22 @@ def test_a_plugin_s_param_message_is_read_from_the_text(tmp_path, param, attrs):
 
 def test_a_plugin_that_raises_is_its_error_with_its_line(tmp_path):
     net, weights, plugin = frob(tmp_path, numpy="return (x / {}['missing'],)")
-    line = one_error_line(cli("run", net, "-w", weights, "--plugin", plugin))
+    line = assert_one_error_line(run_cli("run", net, "-w", weights, "--plugin", plugin))
     assert f"the plugin '{plugin}' (file) failed in the numpy facet of 'Frobnicate'" in line
     assert "KeyError: 'missing'" in line and f"{plugin}:" in line
     assert "in numpy, module caffe_lstm_plugin_" in line  # the plugin's own frame
     assert "layer 'frob' (Frobnicate)" in line and "--debug shows its traceback" in line
-    done = cli("--debug", "run", net, "-w", weights, "--plugin", plugin)
+    done = run_cli("--debug", "run", net, "-w", weights, "--plugin", plugin)
     assert done.returncode == 1 and "Traceback" in done.stderr and "KeyError" in done.stderr
 
 
 def test_a_plugin_without_a_facet_fails_only_the_commands_needing_it(tmp_path):
     net, weights, plugin = frob(tmp_path)
-    done = cli("run", net, "-w", weights, "--plugin", plugin)
+    done = run_cli("run", net, "-w", weights, "--plugin", plugin)
     assert done.returncode == 0, done.stderr
     engine = tmp_path / "frob.engine"
-    line = one_error_line(cli("convert", net, "-w", weights, "--plugin", plugin, "-o", engine))
+    line = assert_one_error_line(run_cli("convert", net, "-w", weights, "--plugin", plugin, "-o",
+                                         engine))
     assert f"Frobnicate (frob): the plugin '{plugin}' (file) defines no tensorrt facet" in line
     assert not engine.exists() and sorted(p.name for p in tmp_path.iterdir()) == [
         "fork_layers.py", "frob.caffemodel", "frob.prototxt"]
@@ -399,7 +362,8 @@ def test_a_plugin_without_a_facet_fails_only_the_commands_needing_it(tmp_path):
 def test_bad_plugin_params_are_one_line_at_their_place(tmp_path, param, found):
     net, weights, plugin = frob(tmp_path, param=param)
     model = tmp_path / "frob.onnx"
-    line = one_error_line(cli("export", net, "-w", weights, "--plugin", plugin, "-o", model))
+    line = assert_one_error_line(run_cli("export", net, "-w", weights, "--plugin", plugin, "-o",
+                                         model))
     assert f"invalid frob_param: {found}" in line and f"{net}:4:" in line, line
     assert "gain: float, mode: one of A/B" in line
     assert not model.exists()
@@ -413,14 +377,14 @@ def test_bad_plugin_params_are_one_line_at_their_place(tmp_path, param, found):
 ])
 def test_a_plugin_that_cannot_load_is_one_line(tmp_path, body, expected):
     plugin = write_plugin(tmp_path, body)
-    line = one_error_line(cli("inspect", SEQ, "--plugin", plugin))
+    line = assert_one_error_line(run_cli("inspect", SEQ, "--plugin", plugin))
     assert expected in line and str(plugin) in line, line
 
 
 def test_missing_plugin_file_and_module(tmp_path):
-    line = one_error_line(cli("inspect", SEQ, "--plugin", tmp_path / "absent.py"))
+    line = assert_one_error_line(run_cli("inspect", SEQ, "--plugin", tmp_path / "absent.py"))
     assert "absent.py does not exist" in line
-    line = one_error_line(cli("inspect", SEQ, "--plugin", "no_such_plugin_module"))
+    line = assert_one_error_line(run_cli("inspect", SEQ, "--plugin", "no_such_plugin_module"))
     assert "no module named 'no_such_plugin_module'" in line
 
 
@@ -433,9 +397,9 @@ def test_installed_plugins_load_only_for_unknown_types(tmp_path):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[caffe_lstm.ops]\nbroken = broken_plugin\n")
     (site / "broken_plugin.py").write_text("raise ImportError('needs libfoo')\n")
-    done = cli("run", SEQ, "-w", SEQ.with_suffix(".caffemodel"), path=(site,))
+    done = run_cli("run", SEQ, "-w", SEQ.with_suffix(".caffemodel"), path=(site,))
     assert done.returncode == 0, done.stderr
-    line = one_error_line(cli("inspect", NET, path=(site,)))
+    line = assert_one_error_line(run_cli("inspect", NET, path=(site,)))
     assert "plugin 'broken' (entry point of broken-plugin) failed to load" in line
     assert "needs libfoo" in line
 
@@ -456,7 +420,7 @@ def test_inspect_lists_an_installed_plugin_that_fails_with_its_error(tmp_path):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[caffe_lstm.ops]\nbroken = broken_plugin\n")
     (site / "broken_plugin.py").write_text("raise ImportError('needs libfoo')\n")
-    done = cli("inspect", SEQ, path=(site, EXAMPLE))
+    done = run_cli("inspect", SEQ, path=(site, EXAMPLE))
     assert done.returncode == 0, done.stderr
     assert "plugin 'ssd_normalize' (entry point of caffe-lstm-ssd-normalize): Normalize" \
         in done.stdout
@@ -474,6 +438,7 @@ def test_a_plugin_failing_while_written_leaves_nothing(tmp_path):
         return {"gain": node.attrs["no_such_attr"]}
 ''')
     out = tmp_path / "out" / "rewritten"
-    line = one_error_line(cli("rewrite", net, "-w", weights, "--plugin", plugin, "-o", out))
+    line = assert_one_error_line(run_cli("rewrite", net, "-w", weights, "--plugin", plugin, "-o",
+                                         out))
     assert "failed in the caffe facet of 'Frobnicate': KeyError: 'no_such_attr'" in line
     assert not (tmp_path / "out").exists()

@@ -14,9 +14,8 @@ import subprocess
 import sys
 
 import pytest
+from tests.helpers import ROOT, SAMPLES, install_example
 
-from tests.conftest import ROOT, SAMPLES
-from tests.test_plugins import install_example
 
 DOC = ROOT / "docs" / "plugins.md"
 

@@ -17,8 +17,7 @@ import caffe_lstm
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.ops import plugins
 from caffe_lstm.synthetic import synthetic_weights
-from tests.test_plugins import cli
-from tests.torch_reference import to_torch_gates
+from tests.helpers import run_cli, to_torch_gates
 
 PLUGIN = '''
 from caffe_lstm.ir.graph import Node, Value
@@ -133,14 +132,14 @@ def test_a_recurrent_plugin_verifies_converts_and_exports(files, tmp_path):
     pytest.importorskip("tensorrt_rtx_bindings")
     pytest.importorskip("onnxruntime")
     plugin, net, weights = files
-    done = cli("verify", net, "-w", weights, "--plugin", plugin, "--runtime", "tensorrt-rtx",
-               "--onnxruntime")
+    done = run_cli("verify", net, "-w", weights, "--plugin", plugin, "--runtime", "tensorrt-rtx",
+                   "--onnxruntime")
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(" ok") == 3 and "TensorRT" in done.stdout, done.stdout
     engine, model = tmp_path / "net.engine", tmp_path / "net.onnx"
     for command, target in (("convert", engine), ("export", model)):
         extra = ("--runtime", "tensorrt-rtx") if command == "convert" else ()
-        done = cli(command, net, "-w", weights, "--plugin", plugin, "-o", target, *extra)
+        done = run_cli(command, net, "-w", weights, "--plugin", plugin, "-o", target, *extra)
         assert done.returncode == 0 and target.stat().st_size > 0, done.stderr
 
 
@@ -149,7 +148,7 @@ def test_an_expansion_that_never_ends_is_the_plugin_s_error(tmp_path):
     plugin.write_text(PLUGIN.replace('b.add("LSTM", "level1"', 'b.add("LSTM2", "level1"')
                       .replace('node.weights[:3], tops=["h1"])', 'node.weights, tops=["h1"])'))
     net.write_text(NET)
-    done = cli("dot", net, "--plugin", plugin, "-o", tmp_path / "net.dot")
+    done = run_cli("dot", net, "--plugin", plugin, "-o", tmp_path / "net.dot")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"the plugin '{plugin}' (file) nests more than 8 levels" in done.stderr
     assert not (tmp_path / "net.dot").exists()

@@ -14,9 +14,7 @@ import pytest
 
 import caffe_lstm
 from caffe_lstm.frontend.caffemodel import read_caffemodel
-from tests.conftest import SAMPLES, run_cli
-from tests.test_plugins import one_error_line
-from tests.torch_reference import torch_lstm
+from tests.helpers import SAMPLES, assert_one_error_line, run_cli, torch_lstm
 
 FOLDER = SAMPLES / "python_layer"
 NET, WEIGHTS, LAYERS = (FOLDER / "python_layer.prototxt", FOLDER / "python_layer.caffemodel",
@@ -72,8 +70,8 @@ def test_tensorrt_and_onnx_refuse_it_naming_plugins_and_outputs(tmp_path):
     engine, model = tmp_path / "t.engine", tmp_path / "t.onnx"
     for command, target in (("convert", engine), ("export", model)):
         extra = ("--runtime", "tensorrt-rtx") if command == "convert" else ()
-        line = one_error_line(run_cli(command, NET, "-w", WEIGHTS, "--python-path", LAYERS,
-                                      "-o", target, *extra))
+        line = assert_one_error_line(run_cli(command, NET, "-w", WEIGHTS, "--python-path", LAYERS,
+                                             "-o", target, *extra))
         assert "Python (decode): a Python layer runs Python code" in line
         assert "--plugin FILE.py|MODULE" in line and "--outputs NAME[,NAME...]" in line
         assert not target.exists()
@@ -93,7 +91,7 @@ def test_user_code_is_imported_only_when_asked(tmp_path):
     net.write_text(NET.read_text().replace('module: "softmax_argmax"', 'module: "marking"')
                    .replace('layer: "SoftmaxArgmax"', 'layer: "Layer"')
                    .replace('top: "labels"\n', ""))
-    line = one_error_line(run_cli("inspect", net))
+    line = assert_one_error_line(run_cli("inspect", net))
     assert "unsupported layer types: Python (decode)" in line and "--python-path DIR" in line
     assert not marker.exists()
     done = run_cli("inspect", net, "--python-path", tmp_path)
@@ -124,8 +122,8 @@ def test_a_failing_python_layer_is_one_line(tmp_path, module, layer, expected):
                    .replace('layer: "SoftmaxArgmax"', f'layer: "{layer}"')
                    .replace('top: "labels"\n', ""))
     out = tmp_path / "out.npz"
-    line = one_error_line(run_cli("run", net, "-w", WEIGHTS, "--python-path", tmp_path,
-                                  "-o", out))
+    line = assert_one_error_line(run_cli("run", net, "-w", WEIGHTS, "--python-path", tmp_path,
+                                         "-o", out))
     assert expected.format(dir=tmp_path) in line, line
     assert "layer 'decode' (Python)" in line and not out.exists()
     if layer == "Broken":

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.project import PYPROJECT, script, version
+from tests.helpers import PYPROJECT, ROOT, script, version
 
 PACKAGE = ROOT / "caffe_lstm"
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from caffe_lstm.ir.graph import Node
-from caffe_lstm.ops import (MissingFacetError, Op, RecurrentSpec, claimed_facets, get_op, has_facet,
+from caffe_lstm.ops import (MissingFacetError, Op, RecurrentSpec, claimed_facets, get_op,
                             missing_facets, register_op, registered_types)
 
 # The layer types the foundation promises (Input becomes the net inputs in the importer).
@@ -27,26 +27,55 @@ def test_promised_types_are_registered():
     assert sorted(set(PROMISED) - set(registered_types())) == []
 
 
+def expected_claims(op: type[Op]) -> set[str]:
+    """The facets an op must define, by the rule of docs/ops.md written out here (not read from
+    the registry): infer and numpy always; tensorrt and onnx unless the op gives a reason why
+    not; expand when recurrent; roles and file_order when its weights have layouts."""
+    claims = {"infer", "numpy"}
+    claims |= {f for f in ("tensorrt", "onnx") if not getattr(op, f"{f}_missing_reason")}
+    if op.recurrent is not None:
+        claims.add("expand")
+        if op.recurrent.has_layouts:
+            claims |= {"roles", "file_order"}
+    return claims
+
+
+def _function(member):
+    return getattr(member, "__func__", member)
+
+
+def overrides(op: type[Op], facet: str) -> bool:
+    """Whether ``op`` has a callable ``facet`` of its own: not Op's default (which raises
+    MissingFacetError), however it got it (defined, inherited from another op, or assigned)."""
+    member = getattr(op, facet, None)
+    return callable(member) and _function(member) is not _function(getattr(Op, facet))
+
+
+def assert_defines_its_claims(op: type[Op]) -> None:
+    """What the registry test asks of every op's facets."""
+    claims = expected_claims(op)
+    assert set(claimed_facets(op)) == claims, f"{op.type}: the registry claims otherwise"
+    lacking = sorted(facet for facet in claims if not overrides(op, facet))
+    assert lacking == [], f"{op.type} lacks {lacking}"
+    assert missing_facets(op) == [], f"{op.type}: the registry's own check disagrees"
+
+
 @pytest.mark.parametrize("op_type", registered_types())
 def test_every_op_defines_the_facets_it_claims(op_type):
     """infer and numpy always; TensorRT and ONNX, or a reason why not; recurrent types their
-    expansion, and their weight roles where weights have layouts (registry.claimed_facets)."""
+    expansion, and their weight roles where weights have layouts."""
     op = get_op(op_type)
     assert op.type == op_type
     assert op.__doc__, f"{op_type} has no docstring with its formula"
-    assert {"infer", "numpy"} <= set(claimed_facets(op))
-    assert missing_facets(op) == [], f"{op_type} lacks {missing_facets(op)}"
+    assert_defines_its_claims(op)
     for facet in ("tensorrt", "onnx"):
         reason = getattr(op, f"{facet}_missing_reason")
-        assert has_facet(op, facet) != bool(reason), \
+        assert overrides(op, facet) != bool(reason), \
             f"{op_type}: a {facet} facet or a reason why not, not both or neither"
     if op.param is not None:
         assert op.param.endswith("_param"), op.param
     if op.recurrent is not None:
-        assert "expand" in claimed_facets(op)
-        assert not has_facet(op, "tensorrt"), "recurrent layers reach TensorRT as their rewrite"
-        if op.recurrent.has_layouts:
-            assert {"roles", "file_order"} <= set(claimed_facets(op))
+        assert not overrides(op, "tensorrt"), "recurrent layers reach TensorRT as their rewrite"
 
 
 @pytest.mark.parametrize("op_type", registered_types())
@@ -67,24 +96,42 @@ def _identity(ctx, node, *xs):
     return xs
 
 
+FACETS = ("infer", "numpy", "tensorrt", "onnx")
+
+
+def _planted_without(facet: str, **more):
+    return _test_op(**{f: staticmethod(_identity) for f in FACETS if f != facet}, **more)
+
+
+@pytest.mark.parametrize("facet", FACETS)
+def test_the_facet_check_fails_an_op_missing_a_claimed_facet(facet):
+    """The check every registered op passes can fail: Op's defaults do not count as the op's
+    own facets, nor does a facet set back to Op's or to None."""
+    assert_defines_its_claims(_planted_without(None))
+    for planted in (_planted_without(facet), _planted_without(facet, **{facet: getattr(Op, facet)}),
+                    _planted_without(facet, **{facet: None})):
+        with pytest.raises(AssertionError, match=f"Planted lacks \\['{facet}'\\]"):
+            assert_defines_its_claims(planted)
+
+
+def test_the_facet_check_fails_a_recurrent_op_without_its_expansion_and_roles():
+    recurrent = _planted_without("tensorrt", tensorrt_missing_reason="a reason",
+                                 recurrent=RecurrentSpec(("h",), has_layouts=True))
+    with pytest.raises(AssertionError, match=r"lacks \['expand', 'file_order', 'roles'\]"):
+        assert_defines_its_claims(recurrent)
+
+
 def test_an_op_missing_a_claimed_facet_is_refused():
-    """The checks above can fail: Op's defaults do not count as the op's own facets."""
-    complete = _test_op(infer=staticmethod(_identity), numpy=staticmethod(_identity),
-                        tensorrt=staticmethod(_identity), onnx=staticmethod(_identity))
+    """register_op refuses what the check above fails."""
+    complete = _planted_without(None)
     assert missing_facets(complete) == []
-    for facet in ("infer", "numpy", "tensorrt", "onnx"):
-        members = {f: staticmethod(_identity) for f in ("infer", "numpy", "tensorrt", "onnx")
-                   if f != facet}
-        assert missing_facets(_test_op(**members)) == [facet]
+    for facet in FACETS:
+        assert missing_facets(_planted_without(facet)) == [facet]
         with pytest.raises(TypeError, match=f"does not define: {facet}"):
-            register_op(_test_op(**members))
-    no_trt = _test_op(infer=staticmethod(_identity), numpy=staticmethod(_identity),
-                      onnx=staticmethod(_identity), tensorrt_missing_reason="a reason")
+            register_op(_planted_without(facet))
+    no_trt = _planted_without("tensorrt", tensorrt_missing_reason="a reason")
     assert missing_facets(no_trt) == []
-    recurrent = _test_op(infer=staticmethod(_identity), numpy=staticmethod(_identity),
-                         onnx=staticmethod(_identity), tensorrt_missing_reason="a reason",
-                         recurrent=RecurrentSpec(("h",), has_layouts=True))
-    assert missing_facets(recurrent) == ["expand", "roles", "file_order"]
+    assert_defines_its_claims(no_trt)
     assert "Planted" not in registered_types()
 
 

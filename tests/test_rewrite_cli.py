@@ -24,7 +24,7 @@ from caffe_lstm.frontend.prototxt import read_prototxt
 from caffe_lstm.frontend.upgrade import V1_TYPES
 from caffe_lstm.ops import get_op, registered_types
 from caffe_lstm.synthetic import synthetic_weights
-from tests.conftest import ROOT, corpus_files, needs_corpus, sample
+from tests.helpers import ROOT, assert_one_error_line, corpus_files, needs_corpus, sample
 
 SAMPLE_NAMES = ["seq_classifier", "captioner"]
 FORMS = {"loop": (), "unrolled": ("--unroll",)}
@@ -225,18 +225,12 @@ def test_without_weights_only_the_prototxt_is_written(invoke, tmp_path):
 # ---- errors: one line, exit 1, nothing left behind --------------------------------------------
 
 
-def _assert_one_error_line(result, needle: str) -> None:
-    assert result.exit_code == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
-
-
 def test_unwritable_outdir_leaves_nothing(invoke, tmp_path):
     net, weights = sample("captioner")
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     result = invoke("rewrite", net, "-w", weights, "-o", blocker / "out", "--unroll")
-    _assert_one_error_line(result, "cannot create the output directory")
+    assert_one_error_line(result, "cannot create the output directory")
     assert list(tmp_path.iterdir()) == [blocker]
 
 
@@ -244,7 +238,7 @@ def test_failing_caffemodel_removes_the_prototxt_again(invoke, tmp_path):
     net, weights = sample("captioner")
     (tmp_path / "captioner.caffemodel").mkdir()  # a directory where the caffemodel must go
     result = invoke("rewrite", net, "-w", weights, "-o", tmp_path)
-    _assert_one_error_line(result, "cannot write the output")
+    assert_one_error_line(result, "cannot write the output")
     assert list(tmp_path.iterdir()) == [tmp_path / "captioner.caffemodel"]
 
 
@@ -255,7 +249,7 @@ def test_created_outdirs_are_removed_when_the_caffemodel_fails(invoke, tmp_path,
     monkeypatch.setattr("caffe_lstm.api.write_caffemodel", fail)
     net, weights = sample("captioner")
     result = invoke("rewrite", net, "-w", weights, "-o", tmp_path / "new" / "deeper")
-    _assert_one_error_line(result, "No space left on device")
+    assert_one_error_line(result, "No space left on device")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -265,7 +259,7 @@ def test_outdir_of_the_net_itself_is_refused(invoke, tmp_path):
     shutil.copy(weights, tmp_path / weights.name)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     result = invoke("rewrite", tmp_path / net.name, "-w", tmp_path / weights.name, "-o", tmp_path)
-    _assert_one_error_line(result, "would overwrite an input file")
+    assert_one_error_line(result, "would overwrite an input file")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 

@@ -7,7 +7,7 @@ import pytest
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.ir.printer import dump
 from caffe_lstm.passes import run_passes
-from tests.conftest import corpus_files, needs_corpus, sample
+from tests.helpers import corpus_files, needs_corpus, sample
 
 RECURRENT = {"LSTM", "RNN", "Lstm"}
 

@@ -28,7 +28,7 @@ from click.testing import CliRunner
 
 from caffe_lstm.cli import cli
 from caffe_lstm.serving.server import ServingError, TritonServer, find_triton, free_port
-from tests.conftest import CORPUS, ROOT, SAMPLES
+from tests.helpers import CORPUS, ROOT, SAMPLES
 
 ATOL = 1e-5
 THREADS = 32

@@ -7,7 +7,7 @@ import numpy as np
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.synthetic import synthetic_weights
-from tests.conftest import corpus_files, needs_corpus, sample
+from tests.helpers import corpus_files, needs_corpus, sample
 
 
 def _run(invoke, tmp_path, net, weights, feeds, *flags):

@@ -23,21 +23,10 @@ import pytest
 
 import caffe_lstm
 from caffe_lstm.serving.config import model_config
-from tests.conftest import corpus_files
-from tests.project import ROOT
+from tests.helpers import ROOT, corpus_files, run_cli, sample
 
 SAMPLES = ROOT / "samples"
 TOL = 1e-5
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "caffe_lstm", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=600,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
-
-
-def sample(name: str) -> tuple[Path, Path]:
-    return SAMPLES / name / f"{name}.prototxt", SAMPLES / name / f"{name}.caffemodel"
 
 
 # ---- a stand-in for Triton's triton_python_backend_utils -----------------------------------------
@@ -171,8 +160,8 @@ def write_repo(key: str, weights_dir: Path, repo: Path, *args: str):
     """`caffe-lstm triton` on the net through the CLI; returns (net, spec, model folder), the
     spec being the API's for the same net and options (its config must equal the CLI's)."""
     prototxt, weights, shapes = net_files(key, weights_dir)
-    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--name", key,
-                 "--max-batch", "4", *shape_args(shapes), *args)
+    result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--name", key,
+                     "--max-batch", "4", *shape_args(shapes), *args)
     assert result.returncode == 0, result.stderr
     net = caffe_lstm.load(prototxt, weights, shapes=shapes)
     backend = args[args.index("--backend") + 1] if "--backend" in args else "python"
@@ -351,7 +340,7 @@ def test_unservable_net_one_line_no_repository(tmp_path):
     the repository folder that did not exist before does not exist after."""
     prototxt, weights = sample("fork_vision")
     repo = tmp_path / "new" / "repo"
-    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo))
+    result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo))
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "'rois'" in lines[0]
@@ -361,8 +350,8 @@ def test_unservable_net_one_line_no_repository(tmp_path):
 
 def test_cont_from_start_needs_one_step(tmp_path):
     prototxt, weights = sample("seq_classifier")
-    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
-                 "--cont-from-start")
+    result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
+                     "--cont-from-start")
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and "one step per request" in result.stderr
     assert not (tmp_path / "repo").exists()
@@ -580,9 +569,9 @@ def test_net_without_state_gets_dynamic_batching(tmp_path):
     prototxt.write_text(STATELESS)
     write_caffemodel(weights, synthetic_weights(caffe_lstm.load(prototxt).graph, seed=1))
     for backend in ("python", "onnxruntime"):
-        result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
-                     "--backend", backend, "--name", f"scorer_{backend}",
-                     "--preferred-batch-size", "4")
+        result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
+                         "--backend", backend, "--name", f"scorer_{backend}",
+                         "--preferred-batch-size", "4")
         assert result.returncode == 0, result.stderr
         assert "dynamic batching" in result.stdout
     net = caffe_lstm.load(prototxt, weights)
@@ -620,12 +609,12 @@ def test_ambiguous_batch_axis_is_refused_then_given(tmp_path):
     from caffe_lstm.frontend.caffe_writer import write_caffemodel
 
     write_caffemodel(weights, [])
-    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"))
+    result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"))
     assert result.returncode == 1 and result.stderr.count("\n") == 1
     assert "'x'" in result.stderr and "ambiguous" in result.stderr
     assert not (tmp_path / "repo").exists()
-    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
-                 "--backend", "onnxruntime", "--batch-axis", "x:1")
+    result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
+                     "--backend", "onnxruntime", "--batch-axis", "x:1")
     assert result.returncode == 0, result.stderr
     run = onnx_runner(tmp_path / "repo" / "square" / "1" / "model.onnx")
     x = np.random.default_rng(1).standard_normal((3, 2)).astype(np.float32)  # (N, 2)
@@ -652,7 +641,7 @@ def test_corpus_net_that_fixes_n_is_refused_naming_the_layer(tmp_path):
     prototxt, weights = s2vt_files(tmp_path)
     repo = tmp_path / "repo"
     repo.mkdir()
-    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo))
+    result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo))
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
     assert "'reshape_frames' (Reshape)" in result.stderr and "--max-batch 0" in result.stderr
     assert list(repo.iterdir()) == [], "nothing may be left in the repository"
@@ -663,8 +652,8 @@ def test_fixed_n_net_served_without_batching(tmp_path):
     alone and carries the states by correlation id. Every step equals Caffe's step-wise
     decoding: `run --state io` of that step fed the previous step's h_T, c_T."""
     prototxt, weights = s2vt_files(tmp_path)
-    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
-                 "--max-batch", "0", "--name", "s2vt")
+    result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(tmp_path / "repo"),
+                     "--max-batch", "0", "--name", "s2vt")
     assert result.returncode == 0, result.stderr
     assert "no batching" not in result.stdout and "sequence batching" in result.stdout
     net = caffe_lstm.load(prototxt, weights)
@@ -709,18 +698,18 @@ def _chained(net, steps: list[dict]) -> list[np.ndarray]:
 def test_model_folder_is_replaced_whole_and_other_folders_are_refused(tmp_path):
     prototxt, weights = sample("seq_classifier")
     repo = tmp_path / "repo"
-    first = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo))
+    first = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo))
     assert first.returncode == 0, first.stderr
-    again = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo),
-                "--backend", "onnxruntime", "--max-batch", "2")
+    again = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo),
+                    "--backend", "onnxruntime", "--max-batch", "2")
     assert again.returncode == 0, again.stderr
     folder = repo / "seq_classifier"
     assert sorted(p.name for p in (folder / "1").iterdir()) == ["model.onnx"]
     assert "max_batch_size: 2" in (folder / "config.pbtxt").read_text()
     assert sorted(p.name for p in repo.iterdir()) == ["seq_classifier"]
     (repo / "notes").mkdir()
-    refused = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--name",
-                  "notes")
+    refused = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--name",
+                      "notes")
     assert refused.returncode == 1 and "not a Triton model" in refused.stderr
     assert list((repo / "notes").iterdir()) == []
 
@@ -870,16 +859,16 @@ def test_triton_core_loads_onnxruntime_and_tensorrt_configs(tmp_path, weights_di
                 continue
             for flags in ((), ("--cont-from-start",)):
                 name = f"{key}_{backend}" + ("_cfs" if flags else "")
-                result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo),
-                             "--backend", backend, "--name", name, *shape_args(shapes), *flags)
+                result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo),
+                                 "--backend", backend, "--name", name, *shape_args(shapes), *flags)
                 assert result.returncode == 0, result.stderr
                 config = repo / name / "config.pbtxt"
                 config.write_text(config.read_text().replace("KIND_GPU", "KIND_CPU"))
     # without batching (max_batch_size 0), sequence state included; python: model.py loads
     prototxt, weights, _ = net_files("lstm_lm", weights_dir)
     for backend in ("onnxruntime", "python"):
-        result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--backend",
-                     backend, "--name", f"lstm_lm_{backend}_unbatched", "--max-batch", "0")
+        result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--backend",
+                         backend, "--name", f"lstm_lm_{backend}_unbatched", "--max-batch", "0")
         assert result.returncode == 0, result.stderr
     states = load_with_triton_core(repo, tmp_path)
     assert states and all(state == "READY" for state in states.values()), states

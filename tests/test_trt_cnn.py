@@ -20,8 +20,7 @@ from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.ir.graph import Graph
 from caffe_lstm.synthetic import synthetic_weights
-from tests.test_trt_emit import (
-    assert_network_matches_numpy, assert_plan, random_feeds)
+from tests.helpers import assert_network_matches_numpy, assert_plan, random_feeds
 
 CONV_NET = """
 name: "conv"

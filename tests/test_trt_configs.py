@@ -13,8 +13,7 @@ import pytest
 
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.passes import run_passes
-from tests.conftest import net_with_weights
-from tests.test_cli_recurrent import lstm_prototxt
+from tests.helpers import lstm_prototxt, net_with_weights
 
 trt_module = pytest.importorskip("tensorrt_rtx_bindings",
                                  reason="TensorRT for RTX is not installed")

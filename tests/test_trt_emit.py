@@ -18,18 +18,16 @@ import pytest
 pytest.importorskip("tensorrt_rtx_bindings")
 
 from caffe_lstm.analysis.shapes import infer_shapes
-from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, emit
-from caffe_lstm.backends.tensorrt.network_eval import evaluate_network
 from caffe_lstm.backends.tensorrt.runtime import load_runtime
 from caffe_lstm.errors import ShapeError, UnsupportedLayerError
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.ops.builder import NodeBuilder
 from caffe_lstm.ir.graph import Graph, Value
 from caffe_lstm.passes import run_passes
-from tests.conftest import net_with_weights, sample
-
-RTX_MAGIC = b"vtrt"  # the first bytes of every TensorRT-RTX plan
+from tests.helpers import (
+    assert_network_matches_numpy, assert_plan, net_with_weights, random_feeds, sample,
+)
 
 ELEMENTWISE_NET = """
 name: "elementwise"
@@ -140,10 +138,6 @@ layer { name: "embed" type: "Embed" bottom: "ids" top: "embed"
         embed_param { input_dim: 3000 num_output: 4 } }
 """
 
-#: Word-id inputs and their vocabulary sizes (the other inputs get uniform values).
-VOCABULARY = {"ids": 7, "input_sentence": 50}
-
-
 @pytest.fixture(scope="module")
 def runtime():
     return load_runtime("tensorrt-rtx")
@@ -152,10 +146,6 @@ def runtime():
 def sample_graph(name: str, passes=None) -> Graph:
     graph = load_net(*sample(name)).graph
     return run_passes(graph, passes) if passes else run_passes(graph)
-
-
-def assert_plan(plan: bytes) -> None:
-    assert isinstance(plan, bytes) and plan[:4] == RTX_MAGIC and len(plan) > 10_000
 
 
 def layer_names(network) -> list[str]:
@@ -304,37 +294,6 @@ def test_weights_are_converted_to_the_compute_type(runtime, tmp_path):
 
 
 # ---- what the networks compute (numpy evaluation of the INetworkDefinition) --------------------
-
-
-def random_feeds(graph: Graph, seed: int, shapes: dict | None = None) -> dict[str, np.ndarray]:
-    """Inputs for ``graph`` (at ``shapes`` where given): word ids with fractional parts that
-    Embed must truncate, cont with sequence starts, uniform values elsewhere."""
-    rng, feeds = np.random.default_rng(seed), {}
-    for value in graph.inputs:
-        shape = (shapes or {}).get(value.name, value.shape)
-        if value.name in VOCABULARY:
-            ids = rng.integers(0, VOCABULARY[value.name], shape) + rng.uniform(0, 0.99, shape)
-            ids.flat[0] = -0.5  # truncates to 0 (floor would give -1)
-            feeds[value.name] = ids.astype(np.float32)
-        elif value.name.startswith("cont"):
-            cont = (rng.uniform(size=shape) > 0.3).astype(np.float32)
-            cont[0] = 0  # every sequence starts at t = 0
-            feeds[value.name] = cont
-        else:
-            feeds[value.name] = rng.uniform(-1, 1, shape).astype(np.float32)
-    return feeds
-
-
-def assert_network_matches_numpy(runtime, graph: Graph, options: BuildOptions,
-                                 feeds: dict[str, np.ndarray]) -> None:
-    _, network, _ = emit(runtime, graph, options)
-    got = evaluate_network(runtime.trt, network, feeds)
-    expected = NumpyExecutor(graph).run(feeds)
-    assert sorted(got) == sorted(expected)
-    tolerance = 1e-2 if options.fp16 else 1e-5
-    for name, want in expected.items():
-        np.testing.assert_allclose(got[name].astype(np.float32), want, rtol=tolerance,
-                                   atol=tolerance, err_msg=name)
 
 
 @pytest.mark.parametrize("fp16", [False, True], ids=["fp32", "fp16"])

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
-from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.passes import run_passes
-from tests.conftest import net_with_weights
-from tests.test_cli import _assert_one_error_line
-from tests.test_cli_recurrent import run_cli
+from tests.helpers import (
+    ONNX_VARIANTS, SETUPS, assert_one_error_line, feeds_for, net_with_weights, run_cli,
+    run_rewritten_and_original, variant_blobs, variant_net, write_variant,
+)
 
 ATOL = 1e-5
 #: Caffe gate block k of ONNX's (i, o, f, c) layout, and peephole row k of ONNX's (i, o, f).
@@ -35,103 +35,7 @@ ONNX_FROM_CAFFE_PEEPHOLES = (0, 2, 1)
 #: Caffe gate block k of torch's (i, f, g, o) layout.
 TORCH_FROM_CAFFE_GATES = (0, 1, 3, 2)
 
-#: Variant name -> the recurrent_param fields it sets (onnxruntime is the reference).
-ONNX_VARIANTS = {
-    "relu_candidate": {"candidate_activation": "RELU"},
-    "clipped_relu_candidate": {"candidate_activation": "CLIPPED_RELU", "relu_clip": 0.75},
-    "sigmoid_candidate": {"candidate_activation": "SIGMOID"},
-    "identity_candidate": {"candidate_activation": "IDENTITY"},
-    "sigmoid_cell": {"cell_activation": "SIGMOID"},
-    "identity_cell": {"cell_activation": "IDENTITY"},
-    "relu_cell": {"cell_activation": "RELU"},
-    "clipped_relu_cell": {"cell_activation": "CLIPPED_RELU", "relu_clip": 0.5},
-    "peephole": {"peephole": True},
-    "deepspeech": {"candidate_activation": "RELU", "peephole": True},
-    "clipped_relu_identity_peephole": {"candidate_activation": "CLIPPED_RELU", "relu_clip": 1.5,
-                                       "cell_activation": "IDENTITY", "peephole": True},
-    "clipped_relu_twice_peephole_projection": {
-        "candidate_activation": "CLIPPED_RELU", "cell_activation": "CLIPPED_RELU",
-        "relu_clip": 0.6, "peephole": True, "num_proj": 2},
-    "relu_sigmoid_peephole_projection": {"candidate_activation": "RELU",
-                                         "cell_activation": "SIGMOID", "peephole": True,
-                                         "num_proj": 3},
-}
-
-
 # ---- the net, its weights and its inputs ----------------------------------------------------
-
-
-def _prototxt_value(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def variant_net(T, N, I, H, variant, static=None, expose=False, layer_type="LSTM") -> str:
-    """An Input layer and one recurrent layer ``lstm1`` with the variant's fields.
-
-    Bottoms x, cont, [x_static], [r_0, c_0]; tops r [, r_T, c_T].
-    """
-    R = variant.get("num_proj") or H
-    shapes = {"x": (T, N, I), "cont": (T, N)}
-    if static is not None:
-        shapes["x_static"] = (N, static)
-    if expose:
-        shapes.update(r_0=(1, N, R), c_0=(1, N, H))
-    tops = ["r", "r_T", "c_T"] if expose else ["r"]
-    dims = " ".join("shape { " + " ".join(f"dim: {d}" for d in s) + " }"
-                    for s in shapes.values())
-    fields = " ".join(f"{k}: {_prototxt_value(v)}" for k, v in variant.items())
-    return (f'layer {{ name: "input" type: "Input" {_blobs("top", shapes)} '
-            f'input_param {{ {dims} }} }}\n'
-            f'layer {{ name: "lstm1" type: "{layer_type}" {_blobs("bottom", shapes)} '
-            f'{_blobs("top", tops)}\n'
-            f'  recurrent_param {{ num_output: {H} expose_hidden: {str(expose).lower()} '
-            f'{fields} }} }}\n')
-
-
-def _blobs(key: str, names) -> str:
-    return " ".join(f'{key}: "{name}"' for name in names)
-
-
-def variant_blobs(rng, I, H, variant, S=None) -> dict[str, np.ndarray]:
-    """Random blobs by name, in the spec's order: W_xc, b_c, [W_xc_static], W_hc, [P], [W_hr]."""
-    P = variant.get("num_proj", 0)
-    shapes = {"W_xc": (4 * H, I), "b_c": (4 * H,)}
-    if S is not None:
-        shapes["W_xc_static"] = (4 * H, S)
-    shapes["W_hc"] = (4 * H, P or H)
-    if variant.get("peephole"):
-        shapes["P"] = (3, H)
-    if P:
-        shapes["W_hr"] = (P, H)
-    return {name: rng.normal(0, 0.5, shape).astype(np.float32) for name, shape in shapes.items()}
-
-
-def write_variant(tmp_path, text, blobs, layer_type="LSTM"):
-    net, weights = tmp_path / "net.prototxt", tmp_path / "net.caffemodel"
-    net.write_text(text)
-    write_caffemodel(weights, [("lstm1", layer_type, list(blobs.values()))])
-    return net, weights
-
-
-#: The two set-ups every variant runs in: a plain sequence, and cont resets (one stream reset
-#: mid-sequence, one non-binary value, the given state kept in one stream at t = 1) together
-#: with a static input and expose_hidden.
-SETUPS = {"plain": dict(static=None, expose=False), "everything": dict(static=4, expose=True)}
-
-
-def feeds_for(rng, T, N, I, H, variant, setup) -> dict[str, np.ndarray]:
-    R = variant.get("num_proj") or H
-    feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32),
-             "cont": np.ones((T, N), np.float32)}
-    feeds["cont"][0] = 0
-    if setup == "everything":
-        feeds["cont"][0, 0] = 1.0  # stream 0 starts from the given r_0, c_0
-        feeds["cont"][3, 1] = 0.0  # stream 1 starts a new sequence at t = 3
-        feeds["cont"][2, 2 % N] = 0.5  # a non-binary cont scales the carried state
-        feeds["x_static"] = rng.normal(size=(N, SETUPS[setup]["static"])).astype(np.float32)
-        feeds["r_0"] = rng.normal(size=(1, N, R)).astype(np.float32)
-        feeds["c_0"] = rng.normal(size=(1, N, H)).astype(np.float32)
-    return feeds
 
 
 # ---- reference 1: onnxruntime ----------------------------------------------------------------
@@ -290,7 +194,7 @@ def test_variant_matches_onnxruntime(invoke, tmp_path, name, setup):
     blobs = variant_blobs(rng, I, H, variant, S)
     net, weights = write_variant(tmp_path, variant_net(T, N, I, H, variant, S, expose), blobs)
     feeds = feeds_for(rng, T, N, I, H, variant, setup)
-    got = run_cli(invoke, tmp_path, net, weights, feeds)
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, feeds)
     _check_outputs(got, onnx_reference(feeds, blobs, variant), expose)
 
 
@@ -301,7 +205,7 @@ def test_the_variants_change_the_result(invoke, tmp_path):
     blobs = variant_blobs(rng, I, H, variant)
     feeds = feeds_for(rng, T, N, I, H, variant, "plain")
     net, weights = write_variant(tmp_path, variant_net(T, N, I, H, variant), blobs)
-    got = run_cli(invoke, tmp_path, net, weights, feeds)["r"]
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, feeds)["r"]
     plain_blobs = {k: v for k, v in blobs.items() if k != "P"}
     plain, _, _ = onnx_reference(feeds, plain_blobs, {})
     assert np.abs(got - plain).max() > 1e-2
@@ -319,7 +223,7 @@ def test_projection_matches_torch_proj_size(invoke, tmp_path, H, P, setup):
     blobs = variant_blobs(rng, I, H, variant, S)
     net, weights = write_variant(tmp_path, variant_net(T, N, I, H, variant, S, expose), blobs)
     feeds = feeds_for(rng, T, N, I, H, variant, setup)
-    got = run_cli(invoke, tmp_path, net, weights, feeds)
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, feeds)
     assert got["r"].shape == (T, N, P)
     _check_outputs(got, torch_projection_reference(feeds, blobs), expose)
 
@@ -371,7 +275,7 @@ def test_cell_clip_by_hand(invoke, tmp_path):
     feeds = {"x": np.array([1.0, -1.0, 1.0], np.float32).reshape(3, 1, 1),
              "cont": np.ones((3, 1), np.float32), "r_0": np.zeros((1, 1, 1), np.float32),
              "c_0": np.full((1, 1, 1), 2.0, np.float32)}
-    got = run_cli(invoke, tmp_path, net, weights, feeds)
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, feeds)
     np.testing.assert_allclose(got["r"].ravel(), [0.33783471, -0.12428245, 0.33783471],
                                atol=1e-7, rtol=0)
     np.testing.assert_allclose(got["r_T"].ravel(), [0.33783471], atol=1e-7, rtol=0)
@@ -412,7 +316,7 @@ def test_every_variant_at_once_by_hand(invoke, tmp_path):
              "cont": np.array([[1.0], [0.0], [1.0]], np.float32),
              "x_static": np.array([[2.0]], np.float32),
              "r_0": np.full((1, 1, 1), 0.25, np.float32), "c_0": np.ones((1, 1, 1), np.float32)}
-    got = run_cli(invoke, tmp_path, net, weights, feeds)
+    got = run_rewritten_and_original(invoke, tmp_path, net, weights, feeds)
     np.testing.assert_allclose(got["r"].ravel(), [1.17660359, 0.55230071, 0.07758299],
                                atol=1e-6, rtol=0)
     np.testing.assert_allclose(got["r_T"].ravel(), [0.07758299], atol=1e-6, rtol=0)
@@ -438,7 +342,7 @@ def _rnn_net(fields: str) -> str:
 def test_rnn_refuses_the_extension_fields(tmp_path, fields, needle):
     net = tmp_path / "rnn.prototxt"
     net.write_text(_rnn_net(fields))
-    _assert_one_error_line(["inspect", net], needle)
+    assert_one_error_line(run_cli("inspect", net), needle)
 
 
 @pytest.mark.parametrize("variant, needle", [
@@ -453,7 +357,7 @@ def test_rnn_refuses_the_extension_fields(tmp_path, fields, needle):
 def test_impossible_combinations_are_refused(tmp_path, variant, needle):
     net = tmp_path / "lstm.prototxt"
     net.write_text(variant_net(3, 2, 4, 5, variant))
-    _assert_one_error_line(["inspect", net], needle)
+    assert_one_error_line(run_cli("inspect", net), needle)
 
 
 def test_projected_state_must_be_num_proj_wide(tmp_path):
@@ -461,15 +365,15 @@ def test_projected_state_must_be_num_proj_wide(tmp_path):
         "shape { dim: 1 dim: 2 dim: 2 }", "shape { dim: 1 dim: 2 dim: 5 }")
     net = tmp_path / "lstm.prototxt"
     net.write_text(text)
-    _assert_one_error_line(["inspect", net], "r_0 must have shape (1, 2, 2), found (1, 2, 5)")
+    assert_one_error_line(run_cli("inspect", net), "r_0 must have shape (1, 2, 2), found (1, 2, 5)")
 
 
 def test_weights_without_the_variant_blobs_are_refused(tmp_path):
     rng = np.random.default_rng(0)
     blobs = variant_blobs(rng, 4, 5, {})  # plain LSTM weights for a peephole net
     net, weights = write_variant(tmp_path, variant_net(3, 2, 4, 5, {"peephole": True}), blobs)
-    _assert_one_error_line(["run", net, "-w", weights],
-                           "the caffemodel has 3 blobs for this layer, the net needs 4")
+    assert_one_error_line(run_cli("run", net, "-w", weights),
+                          "the caffemodel has 3 blobs for this layer, the net needs 4")
 
 
 # ---- 5. the rewrite written back (Loop and unrolled), and DOT ----------------------------------
@@ -486,7 +390,7 @@ def test_rewritten_net_written_back_runs_like_the_original(invoke, tmp_path, unr
     blobs = variant_blobs(rng, I, H, EVERYTHING, 4)
     net, weights = write_variant(tmp_path, variant_net(T, N, I, H, EVERYTHING, 4, True), blobs)
     feeds = feeds_for(rng, T, N, I, H, EVERYTHING, "everything")
-    expected = run_cli(invoke, tmp_path, net, weights, feeds)
+    expected = run_rewritten_and_original(invoke, tmp_path, net, weights, feeds)
     out = tmp_path / "out"
     result = invoke("rewrite", net, "-w", weights, "-o", out, *(["--unroll"] if unroll else []))
     assert result.exit_code == 0, result.stderr

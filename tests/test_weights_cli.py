@@ -22,7 +22,7 @@ from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.proto import caffe_pb2
-from tests.conftest import CORPUS, needs_corpus, sample
+from tests.helpers import CORPUS, needs_corpus, sample
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")

@@ -65,7 +65,7 @@ def _table(rows: list[Comparison]) -> list[str]:
     lines = [f"{'output':<{width}}  {'shape':<16}  {'max abs err':>11}  {'max rel err':>11}"]
     for row in rows:
         shape = "(" + ", ".join(str(d) for d in row.shape) + ")"
-        verdict = "ok" if row.ok else "MISMATCH"
+        verdict = "sensitive" if row.sensitive else "ok" if row.ok else "MISMATCH"
         lines.append(f"{row.name:<{width}}  {shape:<16}  {row.max_abs:>11.3g}  "
                      f"{row.max_rel:>11.3g}  {verdict}")
     return lines

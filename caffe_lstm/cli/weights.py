@@ -91,7 +91,8 @@ def init_command(options: GlobalOptions, net: Path, outputs: str, phase: str,
                  output: Path, seed: int) -> None:
     """Write seeded synthetic weights for every learnable layer of the net.
 
-    Values are uniform in [-0.5, 0.5), so a pipeline can be tried before real weights exist.
+    The prototxt's own fillers where it gives them, filled as Caffe fills them; elsewhere
+    uniform in ±1/sqrt(fan_in). So a pipeline can be tried before real weights exist.
     """
     count = load(net, None, outputs, phase, stages).write_synthetic_weights(output, seed)
     options.say(f"wrote synthetic weights (seed {seed}) for {count} layer(s) to {output}")

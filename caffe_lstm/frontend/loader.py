@@ -11,9 +11,11 @@ from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.errors import ShapeError
 from caffe_lstm.frontend.caffemodel import read_caffemodel
 from caffe_lstm.frontend.deploy import deploy_view
+from caffe_lstm.frontend.fillers import filler_fields
 from caffe_lstm.frontend.forkfields import check_fork_fields
 from caffe_lstm.frontend.importer import check_supported, import_layers
 from caffe_lstm.frontend.netstate import LayerSelection, check_selected_bottoms, filter_layers
+from caffe_lstm.frontend.params import Params
 from caffe_lstm.frontend.prototxt import read_prototxt
 from caffe_lstm.frontend.unknown import SkippedField, check_converted_layers, skipped_fields
 from caffe_lstm.frontend.upgrade import upgrade_net
@@ -103,3 +105,16 @@ def layer_types(prototxt: str | Path) -> dict[str, str]:
     read = read_prototxt(prototxt)
     _, layers = upgrade_net(read.net, read.layers, str(prototxt))
     return {source.layer.name: source.layer.type for source in layers}
+
+
+def layer_fillers(prototxt: str | Path) -> dict[str, dict[str, Params | None]]:
+    """Layer name -> the filler fields of its param message (``fillers.filler_fields``), for
+    every layer of the prototxt that has such fields, whatever its phase."""
+    read = read_prototxt(prototxt)
+    _, layers = upgrade_net(read.net, read.layers, str(prototxt))
+    found: dict[str, dict[str, Params | None]] = {}
+    for source in layers:
+        fields = filler_fields(source.layer)
+        if fields:
+            found.setdefault(source.layer.name, fields)
+    return found
