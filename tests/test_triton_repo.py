@@ -911,8 +911,8 @@ def test_implicit_state_without_batching(tmp_path, weights_dir):
 
 def write_repo_unbatched(key: str, weights_dir: Path, repo: Path):
     prototxt, weights, shapes = net_files(key, weights_dir)
-    result = cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--name", key,
-                 "--max-batch", "0", "--backend", "onnxruntime", *shape_args(shapes))
+    result = run_cli("triton", str(prototxt), "-w", str(weights), "-o", str(repo), "--name", key,
+                     "--max-batch", "0", "--backend", "onnxruntime", *shape_args(shapes))
     assert result.returncode == 0, result.stderr
     net = caffe_lstm.load(prototxt, weights, shapes=shapes)
     spec = net.to_triton(repo.parent / "api", name=key, max_batch=0, backend="onnxruntime").spec
