@@ -372,3 +372,13 @@ def test_a_prediction_computed_on_is_not_an_output(tmp_path):
                          '  softmax_param { axis: 2 } }\n')
     net = caffe_lstm.load(write(tmp_path, text), shapes=SHAPES)
     assert list(net.outputs) == ["prob"]
+
+
+def test_a_sourceless_fork_layer_is_refused_naming_its_fork(tmp_path):
+    """JEDDi-Net's LSTMController: public prototxts, no public layer source."""
+    text = INPUT + ('layer { name: "ctrl" type: "LSTMController" bottom: "x" bottom: "cont"\n'
+                    '  top: "h" }\n') + IP
+    with pytest.raises(UnsupportedLayerError) as info:
+        caffe_lstm.load(write(tmp_path, text))
+    assert "LSTMController (ctrl: JEDDi-Net's LSTM with a controller bottom" in info.value.what
+    assert "plugins=[...]" in info.value.hint

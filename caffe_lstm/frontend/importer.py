@@ -83,13 +83,26 @@ def check_supported(layers: Sequence[SourceLayer], file: str,
         load_installed_plugins()
         unsupported = _unsupported(layers, python_layers)
     if unsupported:
-        listing = "; ".join(f"{t or '(empty type)'} ({', '.join(names)})"
+        listing = "; ".join(f"{t or '(empty type)'} ({', '.join(names)}{_fork_note(t)})"
                             for t, names in unsupported.items())
         python = ", run Python layers with python_path=DIR" if PYTHON in unsupported else ""
         raise UnsupportedLayerError(
             f"unsupported layer types: {listing}", file,
             f"load a plugin that defines them (plugins=[...], see {DOC}){python}, or, if they "
             "only post-process the result, cut them off with outputs=[NAME, ...]")
+
+
+#: Fork layer types seen in public prototxts whose forward pass no public source gives: the
+#: error names the fork, so the user knows where the math lives (docs/recurrent-extensions.md).
+SOURCELESS_FORK_TYPES = {
+    "LSTMController": "JEDDi-Net's LSTM with a controller bottom, whose layer source is not "
+                      "public",
+}
+
+
+def _fork_note(layer_type: str) -> str:
+    note = SOURCELESS_FORK_TYPES.get(layer_type)
+    return f": {note}" if note else ""
 
 
 def _unsupported(layers: Sequence[SourceLayer], python_layers: bool) -> dict[str, list[str]]:
