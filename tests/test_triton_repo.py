@@ -917,3 +917,23 @@ def write_repo_unbatched(key: str, weights_dir: Path, repo: Path):
     net = caffe_lstm.load(prototxt, weights, shapes=shapes)
     spec = net.to_triton(repo.parent / "api", name=key, max_batch=0, backend="onnxruntime").spec
     return net, spec, repo / key
+
+
+def test_a_full_disk_is_one_error_and_leaves_nothing(tmp_path, monkeypatch):
+    """An OSError while the model folder is written (ENOSPC here) is the user's OutputError,
+    and the staged folder and the repository made for it are gone."""
+    import errno
+    from pathlib import Path as PathType
+
+    from caffe_lstm.errors import OutputError
+
+    prototxt, weights = sample("seq_classifier")
+    net = caffe_lstm.load(prototxt, weights, shapes={"data": (1, 2, 8), "cont": (1, 2)})
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(PathType, "write_text", full)
+    with pytest.raises(OutputError, match="No space left on device"):
+        net.to_triton(tmp_path / "repo", max_batch=4)
+    assert list(tmp_path.iterdir()) == []

@@ -183,11 +183,15 @@ def write_repository(graph: Graph, repository: str | Path, name: str,
     if options.backend == "python":
         files.append(f"{VERSION}/model.py")
     with _staged_folder(repository, target) as staging:
-        (staging / "config.pbtxt").write_text(text, encoding="utf-8")
-        (staging / VERSION).mkdir()
-        writer(staging / VERSION / MODEL_FILES[options.backend])
-        if options.backend == "python":
-            (staging / VERSION / "model.py").write_text(python_model_source(), encoding="utf-8")
+        try:
+            (staging / "config.pbtxt").write_text(text, encoding="utf-8")
+            (staging / VERSION).mkdir()
+            writer(staging / VERSION / MODEL_FILES[options.backend])
+            if options.backend == "python":
+                (staging / VERSION / "model.py").write_text(python_model_source(), "utf-8")
+        except OSError as exc:  # a full disk, a quota: the user's to fix, not a bug
+            raise OutputError(f"cannot write the model ({exc.strerror})", str(target),
+                              "check the free space and the permissions") from None
     return TritonModel(target, text, prepared.spec, files, schema_checked)
 
 
