@@ -137,6 +137,28 @@ def test_a_walker_needs_only_visit():
     assert Node("loop", "Loop", [], [], attrs={"body": graph, "n": 1}).subgraphs == [graph]
 
 
+def test_a_visit_with_too_few_results_names_the_node():
+    """One item per top, or the skeleton says which node broke the rule (not a KeyError at
+    some later consumer); a walker without visit cannot be made."""
+
+    class Short(GraphWalker[int]):
+        facet = "numpy"
+
+        def visit(self, node: Node, inputs: list[int]) -> list[int]:
+            return []
+
+    x, y = Value("x"), Value("y")
+    graph = Graph(nodes=[Node("a", "TanH", [x], [y])], inputs=[x], outputs=[y])
+    with pytest.raises(TypeError, match="TanH node a: numpy gave 0 result"):
+        Short().walk(graph, [1])
+
+    class NoVisit(GraphWalker[int]):
+        pass
+
+    with pytest.raises(TypeError):
+        NoVisit()
+
+
 def test_the_numpy_executor_walks_a_loop_body_through_run_subgraph():
     """A graph walker's ``run_subgraph`` is the same skeleton over the body."""
     x, y = Value("x", (2,)), Value("y", (2,))

@@ -10,6 +10,7 @@ shapes, arrays, ITensors, ONNX tensor names, blob names.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar, Generic, TypeVar
 
@@ -18,7 +19,7 @@ from caffe_lstm.ir.graph import Graph, Node
 T = TypeVar("T")
 
 
-class GraphWalker(Generic[T]):
+class GraphWalker(ABC, Generic[T]):
     """A walk over a graph in node order; subclasses define ``visit`` and ``run_subgraph``."""
 
     #: The op facet ``visit`` calls with the walker as ``ctx`` ("infer", "numpy", ...).
@@ -35,10 +36,13 @@ class GraphWalker(Generic[T]):
         env: dict[int, T] = {id(value): item for value, item in zip(graph.inputs, inputs)}
         for node in graph.nodes:
             results = self.visit(node, [env[id(value)] for value in node.inputs])
+            if len(results) != len(node.outputs):  # an op's bug: say which, not a KeyError later
+                raise TypeError(f"{node.op} node {node.name}: {self.facet or 'visit'} gave "
+                                f"{len(results)} result(s) for {len(node.outputs)} top(s)")
             for value, item in zip(node.outputs, results):
                 env[id(value)] = item
         return env
 
+    @abstractmethod
     def visit(self, node: Node, inputs: list[T]) -> Sequence[T]:
         """Calls the node's op facet on ``inputs`` (the bottoms' items); one item per top."""
-        raise NotImplementedError(f"{type(self).__name__} defines no visit")
