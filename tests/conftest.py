@@ -3,6 +3,10 @@ tests/helpers.py)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -40,3 +44,22 @@ def golden(request):
         assert text == path.read_text(), f"{name} differs: review, then pytest --update-golden"
 
     return _check
+
+
+class ScratchFolders:
+    """Folders for a module's shared fixtures, made under one base that goes when the module
+    ends: the suite writes gigabytes of engines and models, and pytest would keep every
+    tmp_path_factory folder until the session ends (a full run peaked near 20 GB)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+
+    def mktemp(self, name: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.base))
+
+
+@pytest.fixture(scope="module")
+def module_scratch(request, tmp_path_factory):
+    base = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    yield ScratchFolders(base)
+    shutil.rmtree(base, ignore_errors=True)

@@ -326,12 +326,12 @@ class Outcome:
 
 
 @pytest.fixture(scope="module")
-def outcomes(request, tmp_path_factory) -> dict[str, Future]:
+def outcomes(request, module_scratch) -> dict[str, Future]:
     """The selected cases' commands, run concurrently (each is a Python start-up)."""
     selected = [item.callspec.params["case_id"] for item in request.session.items
                 if getattr(item, "originalname", "") == "test_bad_input"]
     runnable = [case_id for case_id in selected if _can_run(CASES[case_id])]
-    prepared = {case_id: _prepare(tmp_path_factory.mktemp(case_id), CASES[case_id])
+    prepared = {case_id: _prepare(module_scratch.mktemp(case_id), CASES[case_id])
                 for case_id in runnable}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         return {case_id: pool.submit(_run, CASES[case_id], *folders)

@@ -119,10 +119,10 @@ def _lstm_prototxt(steps: int, batch: int, inputs: int, hidden: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def unrolled_case(tmp_path_factory):
+def unrolled_case(module_scratch):
     """The two nets with the same weights and one inputs file: (dir, unrolled, lstm, feeds)."""
     steps, batch, inputs, hidden = 5, 3, 4, 6
-    folder = tmp_path_factory.mktemp("lstm_unit")
+    folder = module_scratch.mktemp("lstm_unit")
     rng = np.random.default_rng(7)
     w_xc = rng.normal(0, 0.5, (4 * hidden, inputs)).astype(np.float32)
     b_c = rng.normal(0, 0.5, 4 * hidden).astype(np.float32)

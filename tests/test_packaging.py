@@ -59,9 +59,9 @@ def _run(args: list[object], cwd: Path, timeout: float = 300) -> subprocess.Comp
 
 
 @pytest.fixture(scope="module")
-def dists(tmp_path_factory) -> dict[str, Path]:
+def dists(module_scratch) -> dict[str, Path]:
     """sdist and wheel built from a copy of the source tree (the checkout stays untouched)."""
-    base = tmp_path_factory.mktemp("dists")
+    base = module_scratch.mktemp("dists")
     source, out = base / "source", base / "dist"
     shutil.copytree(ROOT, source, ignore=_NOT_SOURCE)
     _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, source], cwd=base)
@@ -70,10 +70,10 @@ def dists(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def fresh_env(dists, tmp_path_factory) -> Path:
+def fresh_env(dists, module_scratch) -> Path:
     """A new virtual environment outside the source tree with the wheel installed in it and
     this environment's dependencies visible through a .pth file; returns its bin folder."""
-    venv = tmp_path_factory.mktemp("fresh") / "venv"
+    venv = module_scratch.mktemp("fresh") / "venv"
     _run([sys.executable, "-m", "venv", venv], cwd=venv.parent)
     bin_dir = venv / "bin"
     python = bin_dir / "python"

@@ -86,14 +86,14 @@ def _invoke(*args):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
+def reference(module_scratch):
     """Reference of a sample (its own caffemodel) or a corpus net (seeded synthetic weights),
     made once per net for both forms."""
     cache: dict[Path, Reference] = {}
 
     def _get(net: Path, weights: Path | None = None, outputs: str = "") -> Reference:
         if net not in cache:
-            folder = tmp_path_factory.mktemp(net.stem[:40])
+            folder = module_scratch.mktemp(net.stem[:40])
             if weights is None:
                 weights = folder / "synthetic.caffemodel"
                 graph = load_net(net, outputs=outputs.split(",") if outputs else ()).graph

@@ -200,10 +200,10 @@ def _model(served: Served, repository: Path, weights: Path, scratch: Path,
 
 
 @pytest.fixture(scope="module")
-def served_models(tmp_path_factory):
+def served_models(module_scratch):
     """One repository holding every servable net, and each net's sequences and references."""
     _require_triton()
-    scratch = tmp_path_factory.mktemp("serving")
+    scratch = module_scratch.mktemp("serving")
     repository = scratch / "repo"
     rng = np.random.default_rng(18)
     models = {}

@@ -128,8 +128,8 @@ CORPUS_SCALE = 0.05
 
 
 @pytest.fixture(scope="module")
-def weights_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("weights")
+def weights_dir(module_scratch) -> Path:
+    return module_scratch.mktemp("weights")
 
 
 def net_files(key: str, weights_dir: Path) -> tuple[Path, Path, dict[str, tuple[int, ...]]]:
