@@ -110,6 +110,27 @@ CORPUS_EXPECTED = {
 }
 
 
+#: Image sizes for the corpus nets whose CNN front dominates a test's time (CaffeNet over
+#: 160 frames of 227×227, VGG16 at 600×900: about a minute of numpy, onnxruntime and the
+#: parser's network each). Tests of the recurrent path and of the exports run them smaller with
+#: --shape: the same layers, weight layouts and LSTMs, fc6 reading a smaller pool5.
+#: test_corpus_pipeline and test_synthetic keep the prototxts' own sizes.
+CORPUS_SMALL_SHAPES = {
+    "examples__LRCN_activity_recognition__deploy_lstm.prototxt": {"data": (160, 3, 67, 67)},
+    "models__deploy.prototxt": {"data": (1, 3, 96, 144)},
+}
+
+
+def small_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    return CORPUS_SMALL_SHAPES.get(path.name, {})
+
+
+def shape_options(shapes: dict[str, tuple[int, ...]]) -> list[str]:
+    """--shape NAME:DIMS per entry."""
+    return [word for name, dims in shapes.items()
+            for word in ("--shape", f"{name}:{'x'.join(map(str, dims))}")]
+
+
 def corpus_deploy_nets() -> list[Path]:
     """The corpus files that are deploy nets (outcome "engine"; docs/corpus.md)."""
     return [path for path in corpus_files() if CORPUS_EXPECTED[path.name][1] == "engine"]
@@ -633,10 +654,13 @@ def onnxruntime_outputs(model: Path | bytes, feeds: dict[str, np.ndarray]) -> di
     return {o.name: array for o, array in zip(session.get_outputs(), outputs)}
 
 
-def assert_parser_matches_onnxruntime(model: Path | bytes, feeds: dict[str, np.ndarray]) -> None:
-    """Every output of the parser-built network equals onnxruntime's to PARSER_RTOL of its
-    largest magnitude."""
-    assert_close_to_scale(parser_outputs(model, feeds), onnxruntime_outputs(model, feeds),
+def assert_parser_matches_onnxruntime(model: Path | bytes, feeds: dict[str, np.ndarray],
+                                      onnxruntime_got: dict | None = None) -> None:
+    """Every output of the parser-built network equals onnxruntime's (``onnxruntime_got`` when
+    the caller has them already) to PARSER_RTOL of its largest magnitude."""
+    if onnxruntime_got is None:
+        onnxruntime_got = onnxruntime_outputs(model, feeds)
+    assert_close_to_scale(parser_outputs(model, feeds), onnxruntime_got,
                           PARSER_RTOL, "parser network vs onnxruntime")
 
 

@@ -12,6 +12,7 @@ softmaxes and 1000-wide recurrences are so sharp that float32 rounding alone mov
 their final states already differ by 1.4e-5 (SCRC: onnxruntime against the float64
 equations) and 1.6e-5 (LRCN: the parser network, evaluated in float64, against onnxruntime) of
 their largest value, the LSTMs saturated by large inputs and float32 rounding shown.
+LRCN and CTPN run at the smaller image sizes of CORPUS_SMALL_SHAPES (tests/helpers.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.synthetic import synthetic_weights
 from tests.helpers import (
     CORPUS_EXPECTED, assert_parser_matches_onnxruntime, corpus_files, needs_corpus,
-    onnxruntime_outputs,
+    onnxruntime_outputs, shape_options, small_shapes,
 )
 
 onnx = pytest.importorskip("onnx")
@@ -44,8 +45,9 @@ DEPLOY = [path for path in corpus_files() if CORPUS_EXPECTED[path.name][1] == "e
 def test_corpus_deploy_net_exports_exactly(invoke, tmp_path, path):
     cut = CORPUS_EXPECTED[path.name][0]
     outputs = [name for name in cut.split(",") if name]
-    selection = ("--outputs", cut) if cut else ()
-    net = caffe_lstm.load(path, outputs=outputs)
+    shapes = small_shapes(path)
+    selection = (*(("--outputs", cut) if cut else ()), *shape_options(shapes))
+    net = caffe_lstm.load(path, outputs=outputs, shapes=shapes)
     weights = tmp_path / "w.caffemodel"
     write_caffemodel(weights, synthetic_weights(net.graph, seed=0,
                                                   scale=SCALES.get(path.name, SCALE_DEFAULT)))
@@ -55,7 +57,7 @@ def test_corpus_deploy_net_exports_exactly(invoke, tmp_path, path):
     assert result.exit_code == 0, result.stderr
     onnx.checker.check_model(str(model), full_check=True)
 
-    loaded = caffe_lstm.load(path, weights, outputs=outputs)
+    loaded = caffe_lstm.load(path, weights, outputs=outputs, shapes=shapes)
     feeds = (loaded.with_state_io() if state == "io" else loaded).random_inputs(seed=3)
     expected = loaded.run(feeds, original=True, state=state)
     got = onnxruntime_outputs(model, feeds)
@@ -64,7 +66,7 @@ def test_corpus_deploy_net_exports_exactly(invoke, tmp_path, path):
         scale = max(float(np.abs(reference).max()), 1e-30)
         assert error <= RTOL * scale, f"{name}: onnxruntime vs equations {error:.3g} / {scale:.3g}"
 
-    assert_parser_matches_onnxruntime(model, feeds)
+    assert_parser_matches_onnxruntime(model, feeds, got)
     engine = tmp_path / "via_onnx.engine"
     result = invoke("convert", path, "-w", weights, "-o", engine, "--via", "onnx",
                     "--state", state, *selection)

@@ -24,7 +24,9 @@ from caffe_lstm.frontend.prototxt import read_prototxt
 from caffe_lstm.frontend.upgrade import V1_TYPES
 from caffe_lstm.ops import get_op, registered_types
 from caffe_lstm.synthetic import synthetic_weights
-from tests.helpers import ROOT, assert_one_error_line, corpus_files, needs_corpus, sample
+from tests.helpers import (
+    ROOT, assert_one_error_line, corpus_files, needs_corpus, sample, shape_options, small_shapes,
+)
 
 SAMPLE_NAMES = ["seq_classifier", "captioner"]
 FORMS = {"loop": (), "unrolled": ("--unroll",)}
@@ -69,8 +71,9 @@ class Reference:
 
     def __init__(self, folder: Path, net: Path, weights: Path, outputs: str) -> None:
         self.net, self.weights = net, weights
-        self.selection = ["--outputs", outputs] if outputs else []
-        graph = load_net(net, outputs=outputs.split(",") if outputs else ()).graph
+        shapes = small_shapes(net)
+        self.selection = (["--outputs", outputs] if outputs else []) + shape_options(shapes)
+        graph = load_net(net, outputs=outputs.split(",") if outputs else (), shapes=shapes).graph
         self.feeds = random_feeds(graph, seed=3)
         self.inputs = folder / "in.npz"
         np.savez(self.inputs, **self.feeds)
@@ -96,7 +99,8 @@ def reference(module_scratch):
             folder = module_scratch.mktemp(net.stem[:40])
             if weights is None:
                 weights = folder / "synthetic.caffemodel"
-                graph = load_net(net, outputs=outputs.split(",") if outputs else ()).graph
+                graph = load_net(net, outputs=outputs.split(",") if outputs else (),
+                                 shapes=small_shapes(net)).graph
                 # Small weights keep the 1000-wide LSTMs out of saturation, where every output
                 # would be ±1 whatever the wiring.
                 write_caffemodel(weights, synthetic_weights(graph, seed=7, scale=0.05))

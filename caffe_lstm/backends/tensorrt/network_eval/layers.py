@@ -256,7 +256,9 @@ def _open_grid(per_axis: list[np.ndarray]) -> tuple[np.ndarray, ...]:
 @evaluates("SHUFFLE", "IShuffleLayer")
 def _shuffle(layer, inputs, run):
     """transpose(first) → reshape (0 copies the input dim when zero_is_placeholder, -1 is
-    inferred; dims from input 1 when set) → transpose(second)."""
+    inferred; dims from input 1 when set) → transpose(second). The result may be a view: no
+    evaluator writes into its inputs, and copying a transposed vocabulary-sized weight costs
+    seconds."""
     x = inputs[0]
     x = np.transpose(x, tuple(layer.first_transpose)[:x.ndim])   # the permutation has 8 slots
     dims = _ints(_param(layer, inputs, 1, "reshape_dims"))
@@ -264,7 +266,7 @@ def _shuffle(layer, inputs, run):
         if layer.zero_is_placeholder:
             dims = [x.shape[k] if d == 0 else d for k, d in enumerate(dims)]
         x = x.reshape(dims)
-    return [np.transpose(x, tuple(layer.second_transpose)[:x.ndim]).copy()]
+    return [np.transpose(x, tuple(layer.second_transpose)[:x.ndim])]
 
 
 @evaluates("CONCATENATION", "IConcatenationLayer")
