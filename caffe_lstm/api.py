@@ -11,7 +11,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -32,9 +32,14 @@ from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
 from caffe_lstm.layouts import export_layer, import_layer, layout_layer
 from caffe_lstm.ops import get_op, has_facet, noted_without_facet, recurrent_spec
-from caffe_lstm.options import DEFAULT_OPSET, LstmOp, Profile, Route, Runtime, State
+from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Profile, Route, Runtime, State
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
+
+
+if TYPE_CHECKING:  # serving loads on first use: most users never serve
+    from caffe_lstm.serving.config import Batching
+    from caffe_lstm.serving.repository import TritonModel
 
 #: Input arrays: a mapping by Caffe blob name, or the path of an .npz holding them.
 Inputs = Mapping[str, np.ndarray] | str | Path | None
@@ -298,11 +303,11 @@ class Net:
                 return []
         return [("ONNX model (onnxruntime)", lambda: self.run_onnxruntime(feeds))]
 
-    def to_triton(self, repository: str | Path, *, backend: str = "python",
+    def to_triton(self, repository: str | Path, *, backend: Backend | str = "python",
                   name: str | None = None, max_batch: int = 8, instances: int = 1,
                   cont_from_start: bool = False, batch_axes: Mapping[str, int] | None = None,
-                  batching: Any = None, opset: int = DEFAULT_OPSET,
-                  runtime: Runtime | str = "auto") -> Any:
+                  batching: Batching | None = None, opset: int = DEFAULT_OPSET,
+                  runtime: Runtime | str = "auto") -> TritonModel:
         """Writes the Triton model ``repository/<name>`` (default: the prototxt's stem):
         ``config.pbtxt`` and ``1/model.plan`` (``backend="tensorrt"``), ``1/model.onnx``
         (``"onnxruntime"``) or ``1/model.py`` + ``model.onnx`` (``"python"``); tensors
@@ -314,9 +319,9 @@ class Net:
 
         self._require_weights("write a Triton model")
         net = self._stated(State.AUTO)
-        options = TritonOptions(backend, max_batch, instances, cont_from_start,
-                                dict(batch_axes or {}), batching or Batching(), opset,
-                                Runtime.parse(runtime, "runtime").value)
+        options = TritonOptions(Backend.parse(backend, "backend"), max_batch, instances,
+                                cont_from_start, dict(batch_axes or {}), batching or Batching(),
+                                opset, Runtime.parse(runtime, "runtime"))
         return write_repository(net.graph, repository, name or self.prototxt.stem, options)
 
     # ---- weights ------------------------------------------------------------------------------

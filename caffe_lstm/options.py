@@ -104,3 +104,12 @@ class LstmOp(Choice):
     NATIVE = "native", ("ONNX's own LSTM/RNN operator, and an error for a layer it would "
                         "compute differently (a cont input, x_static, CLIPPED_RELU, cell_clip, "
                         "num_proj)")
+
+
+class Backend(Choice):
+    """The Triton backend a model repository is written for (docs/serving.md)."""
+
+    PYTHON = "python", ("model.py runs model.onnx with onnxruntime and keeps the states (CPU, "
+                        "any Triton)")
+    ONNXRUNTIME = "onnxruntime", "model.onnx, with Triton's implicit state"
+    TENSORRT = "tensorrt", "model.plan, with Triton's implicit state"

@@ -8,10 +8,12 @@ from pathlib import Path
 import click
 
 from caffe_lstm.cli.group import cli
-from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
-                                    runtime_option, selection_options, weights_option)
+from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, net_argument,
+                                    pass_options, runtime_option, selection_options,
+                                    weights_option)
 from caffe_lstm.cli.requires import require_tensorrt
-from caffe_lstm.serving.config import BACKENDS, Batching
+from caffe_lstm.options import Backend
+from caffe_lstm.serving.config import Batching
 
 
 def _batch_axes(ctx: click.Context, param: click.Parameter,
@@ -39,13 +41,9 @@ def _positive(ctx: click.Context, param: click.Parameter, value):
               required=True,
               help="The model repository: REPO/NAME/config.pbtxt and REPO/NAME/1/ are written "
                    "(an older model of that name is replaced).")
-@click.option("--backend", type=click.Choice(list(BACKENDS)), default="python",
-              show_default=True,
-              help="python: model.py runs model.onnx with onnxruntime and keeps the states "
-                   "(CPU, any Triton); onnxruntime: model.onnx; tensorrt: model.plan (both with "
-                   "Triton's implicit state).")
+@choice_option("--backend", members=list(Backend), default=Backend.PYTHON)
 @runtime_option("The TensorRT that builds model.plan (--backend tensorrt): the one of the "
-                "Triton server that will load it")
+                "Triton server that will load it;")
 @click.option("--name", help="The model's name in the repository (default: the prototxt's "
                              "file name without .prototxt).")
 @click.option("--max-batch", type=click.IntRange(min=0), default=8, show_default=True,

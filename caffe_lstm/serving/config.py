@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.options import Backend
 
-#: The backends a repository can be written for, and how the config names each.
-BACKENDS = {"python": "python", "onnxruntime": "onnxruntime", "tensorrt": "tensorrt"}
 #: The model file in the version folder, per backend (python: beside model.py).
-MODEL_FILES = {"python": "model.onnx", "onnxruntime": "model.onnx", "tensorrt": "model.plan"}
+MODEL_FILES = {Backend.PYTHON: "model.onnx", Backend.ONNXRUNTIME: "model.onnx",
+               Backend.TENSORRT: "model.plan"}
 #: Triton's control input names (the names its client examples use).
 START, END, READY, CORRID = "START", "END", "READY", "CORRID"
 #: The parameter that hands model.py what the config cannot say (the carried states).
@@ -73,7 +73,7 @@ class ModelSpec:
     """Everything the config says about one model."""
 
     name: str
-    backend: str
+    backend: Backend | str
     max_batch: int
     instances: int
     inputs: tuple[Tensor, ...]
@@ -100,14 +100,14 @@ def model_config(spec: ModelSpec) -> dict[str, Any]:
     (Triton hands it only the initial state), so its config lists them in a parameter. A model
     without state gets ``dynamic_batching``.
     """
-    config: dict[str, Any] = {"name": spec.name, "backend": BACKENDS[spec.backend],
+    config: dict[str, Any] = {"name": spec.name, "backend": Backend(spec.backend).value,
                               "max_batch_size": spec.max_batch,
                               "input": [_tensor(t) for t in spec.inputs],
                               "output": [_tensor(t) for t in spec.outputs],
                               "instance_group": [{"count": spec.instances,
                                                   "kind": Enum(_instance_kind(spec.backend))}]}
     if spec.backend == "tensorrt":
-        config["default_model_filename"] = MODEL_FILES["tensorrt"]
+        config["default_model_filename"] = MODEL_FILES[Backend.TENSORRT]
     if spec.stateful:
         config["sequence_batching"] = _sequence_batching(spec)
     elif spec.max_batch:  # without batching a stateless model needs no batcher

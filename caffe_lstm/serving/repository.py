@@ -23,12 +23,13 @@ from typing import Any
 from caffe_lstm.analysis.profiles import shape_at_profile_sizes
 from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.errors import CaffeLstmError, OutputError, ShapeError
+from caffe_lstm.options import DEFAULT_OPSET, Backend, Runtime
 from caffe_lstm.ir.graph import Graph, Value
 from caffe_lstm.ops import recurrent_spec
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.batch_major import find_batch_axes, make_batch_major
 from caffe_lstm.serving.check import check_network_io, check_onnx_io
-from caffe_lstm.serving.config import (BACKENDS, MODEL_FILES, Batching, ModelSpec, State,
+from caffe_lstm.serving.config import (MODEL_FILES, Batching, ModelSpec, State,
                                        Tensor, check_structure, model_config, parse_with_triton,
                                        to_pbtxt)
 
@@ -45,7 +46,7 @@ class TritonOptions:
     """How to serve: the backend, batching, instances and the sequence batcher's options.
 
     Attributes:
-        backend: ``python``, ``onnxruntime`` or ``tensorrt``.
+        backend: ``python``, ``onnxruntime`` or ``tensorrt`` (a ``Backend`` or its value).
         max_batch: Triton's max_batch_size (the batch range of the model file is 1..max);
             0: no batching, the tensors keep Caffe's layout and their full dims (a net whose
             layers fix N).
@@ -58,14 +59,14 @@ class TritonOptions:
             ``tensorrt-rtx``).
     """
 
-    backend: str = "python"
+    backend: Backend | str = Backend.PYTHON
     max_batch: int = 8
     instances: int = 1
     cont_from_start: bool = False
     batch_axes: Mapping[str, int] = field(default_factory=dict)
     batching: Batching = field(default_factory=Batching)
-    opset: int = 17
-    runtime: str = "auto"
+    opset: int = DEFAULT_OPSET
+    runtime: Runtime | str = Runtime.AUTO
 
 
 @dataclass
@@ -131,7 +132,7 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
                 f"(N, {', '.join(map(str, shapes[cont]))}) batch-major", name,
                 f"shape the net for one step (its time axis 1, e.g. shapes={{{cont!r}: (1, N)}})")
     spec = ModelSpec(
-        name=name, backend=options.backend, max_batch=options.max_batch,
+        name=name, backend=Backend(options.backend), max_batch=options.max_batch,
         instances=options.instances,
         inputs=tuple(Tensor(v.name, shapes[v.name]) for v in graph.inputs
                      if v.name not in conts and v.name not in dict(states)),
@@ -207,8 +208,8 @@ def _check_options(name: str, options: TritonOptions) -> None:
     def refuse(what: str, hint: str) -> None:
         raise CaffeLstmError(what, f"model '{name}'", hint)
 
-    if options.backend not in BACKENDS:
-        refuse(f"backend '{options.backend}' is unknown", f"use one of {', '.join(BACKENDS)}")
+    if options.backend not in {backend.value for backend in Backend}:
+        refuse(f"backend '{options.backend}' is unknown", f"use one of {', '.join(Backend)}")
     if not name or "/" in name or name.startswith("."):
         refuse("a model name must be non-empty, without '/', not starting with '.'",
                "choose another name")
