@@ -501,16 +501,25 @@ def test_a_model_that_fails_to_load_is_one_line_with_tritons_reason(tmp_path):
     assert "model.onnx" in log.read_text()  # the server wrote its own log there
 
 
-def test_serve_without_nvidia_pytriton_names_the_extra(monkeypatch, tmp_path, invoke):
-    """Runs everywhere: the server is looked up as if nvidia-pytriton were not installed."""
+def _pretend_pytriton_is(spec, monkeypatch) -> None:
+    """The server looks nvidia-pytriton up as ``spec`` (None: not installed)."""
     import caffe_lstm.serving.server as server_module
 
     real = importlib.util.find_spec
     monkeypatch.setattr(server_module.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "pytriton" else real(name, *a))
+                        lambda name, *a: spec if name == "pytriton" else real(name, *a))
+
+
+def _one_model_repository(tmp_path: Path) -> Path:
     (tmp_path / "repo" / "m").mkdir(parents=True)
     (tmp_path / "repo" / "m" / "config.pbtxt").write_text('name: "m"\n')
-    result = invoke("serve", tmp_path / "repo")
+    return tmp_path / "repo"
+
+
+def test_serve_without_nvidia_pytriton_names_the_extra(monkeypatch, tmp_path, invoke):
+    """Runs everywhere: the server is looked up as if nvidia-pytriton were not installed."""
+    _pretend_pytriton_is(None, monkeypatch)
+    result = invoke("serve", _one_model_repository(tmp_path))
     assert result.exit_code == 1
     assert result.stderr.strip() == (
         "error: the Triton server is not installed (nvidia-pytriton), "
@@ -522,8 +531,6 @@ def test_a_wheel_without_the_stub_of_this_python_is_named(monkeypatch, tmp_path,
     Python is named (with this Python's version), not found later as a hung server."""
     import importlib.machinery
 
-    import caffe_lstm.serving.server as server_module
-
     package = tmp_path / "site" / "pytriton"
     (package / "tritonserver" / "bin").mkdir(parents=True)
     (package / "tritonserver" / "bin" / "tritonserver").write_text("")
@@ -531,12 +538,8 @@ def test_a_wheel_without_the_stub_of_this_python_is_named(monkeypatch, tmp_path,
     (tmp_path / "site" / "nvidia_pytriton.libs").mkdir()
     spec = importlib.machinery.ModuleSpec("pytriton", None, is_package=True)
     spec.submodule_search_locations = [str(package)]
-    real = importlib.util.find_spec
-    monkeypatch.setattr(server_module.importlib.util, "find_spec",
-                        lambda name, *a: spec if name == "pytriton" else real(name, *a))
-    (tmp_path / "repo" / "m").mkdir(parents=True)
-    (tmp_path / "repo" / "m" / "config.pbtxt").write_text('name: "m"\n')
-    result = invoke("serve", tmp_path / "repo")
+    _pretend_pytriton_is(spec, monkeypatch)
+    result = invoke("serve", _one_model_repository(tmp_path))
     assert result.exit_code == 1
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     assert result.stderr.startswith(
