@@ -353,6 +353,71 @@ def test_a_plugin_without_a_facet_fails_only_the_commands_needing_it(tmp_path):
         "fork_layers.py", "frob.caffemodel", "frob.prototxt"]
 
 
+SQUARE = '''
+@register_op
+class Square(Op):
+    """y = x·x; its TensorRT form an einsum with the subscripts {subscripts}."""
+    type = "Square"
+    onnx_missing_reason = "no ONNX form"
+
+    @staticmethod
+    def infer(ctx, node, x):
+        return (x,)
+
+    @staticmethod
+    def numpy(ctx, node, x):
+        return (x * x,)
+
+    @staticmethod
+    def tensorrt(ctx, node, x):
+        equation = "{subscripts},{subscripts}->{subscripts}"
+        return (ctx.out(ctx.network.add_einsum([x, x], equation)),)
+'''
+
+SQUARE_NET = """
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "sq" type: "Square" bottom: "x" top: "y" }
+"""
+
+
+def square(tmp_path: Path, subscripts: str) -> tuple[Path, Path, Path]:
+    net, weights = tmp_path / "square.prototxt", tmp_path / "square.caffemodel"
+    net.write_text(SQUARE_NET)
+    write_caffemodel(weights, [])
+    return net, weights, write_plugin(tmp_path, SQUARE.format(subscripts=subscripts))
+
+
+def test_a_tensorrt_layer_the_cpu_walk_lacks_leaves_that_column_unchecked(tmp_path):
+    """TensorRT has layers the numpy walk of verify does not model (Einsum here): verify
+    says so and compares the rest; convert builds the engine."""
+    net, weights, plugin = square(tmp_path, "ab")
+    done = run_cli("verify", net, "-w", weights, "--plugin", plugin)
+    assert done.returncode == 0, done.stderr
+    assert ("TensorRT network, fp32 (CPU walk) is not checked: the CPU walk of the TensorRT "
+            "network does not model the layer type of 'sq' (EINSUM)") in done.stdout
+    assert "vs TensorRT network" not in done.stdout and "ok" in done.stdout
+    engine = tmp_path / "square.engine"
+    done = run_cli("convert", net, "-w", weights, "--plugin", plugin, "-o", engine)
+    assert done.returncode == 0, done.stderr
+    assert engine.read_bytes()[:4] == b"vtrt"
+
+
+@pytest.mark.parametrize("command", ["convert", "verify"])
+def test_a_layer_tensorrt_refuses_is_the_plugins_error_with_tensorrts_reason(tmp_path,
+                                                                             command):
+    """TensorRT returns a layer for operands it refuses and only logs why: the error names
+    the plugin and gives that reason, instead of failing at the next layer."""
+    net, weights, plugin = square(tmp_path, "abc")  # three subscripts for a 2-D x
+    engine = tmp_path / "square.engine"
+    output = ("-o", engine) if command == "convert" else ()
+    line = assert_one_error_line(run_cli(command, net, "-w", weights, "--plugin", plugin,
+                                         *output))
+    assert (f"the plugin '{plugin}' (file) built a layer TensorRT refuses (output 'y') in the "
+            "tensorrt facet of 'Square': ") in line
+    assert "IEinsumLayer" in line and "layer 'sq' (Square)" in line
+    assert not engine.exists()
+
+
 @pytest.mark.parametrize("param, found", [
     ("gain: abc", "Couldn't parse float: abc"),
     ("mode: C", 'Enum type "frob_param" has no value named C'),

@@ -29,9 +29,9 @@ from caffe_lstm.ops import repeat  # noqa: F401  Repeat (christopher5106/last_ca
 from caffe_lstm.ops import python_layer  # noqa: F401  Python (Caffe's, through a pycaffe shim)
 # Layer types from outside: plugins register through this register_op (docs/plugins.md).
 from caffe_lstm.ops.plugins import (ParamField, PluginError, load_plugins, noted_without_facet,
-                                   register_op)
+                                   refused_result, register_op)
 
 __all__ = ["FACETS", "MissingFacetError", "Op", "ParamField", "PluginError", "RecurrentSpec",
            "check_facet", "claimed_facets", "get_op", "has_facet", "load_plugins",
            "missing_facets", "noted_without_facet", "recurrent_spec", "recurrent_types",
-           "register_op", "registered_types"]
+           "refused_result", "register_op", "registered_types"]

@@ -265,6 +265,19 @@ def _guarded(function: Callable, plugin: Plugin, op_type: str, facet: str) -> Ca
     return guarded
 
 
+def refused_result(node: Node, facet: str, what: str, reason: str) -> CaffeLstmError:
+    """A facet that returned without raising but built ``what`` its backend refuses (for
+    ``reason``): the plugin's bug when a plugin owns the type, else caffe-lstm's."""
+    plugin = plugin_of(node.op)
+    if plugin is None:
+        return CaffeLstmError(f"the {facet} facet of '{node.op}' built {what}: {reason}",
+                              node.label, "a bug of caffe-lstm: please report it with the "
+                              "prototxt")
+    return PluginError(f"the {plugin.label} built {what} in the {facet} facet of "
+                       f"'{node.op}': {reason}", node.label,
+                       "a bug of the plugin, not of caffe-lstm: fix it or tell its author")
+
+
 def failure(exc: BaseException, files: Sequence[str]) -> str:
     """``KeyError: 'x' (/path/foo/ops.py:23, in numpy, module foo.ops)``: the exception and
     the innermost frame inside ``files`` (files or directories), else the innermost frame."""

@@ -42,7 +42,9 @@ def create_network(runtime: Runtime, verbosity: int = 0) -> tuple[Any, Any]:
 def emit(runtime: Runtime, graph: Graph, options: BuildOptions) -> tuple[Any, Any, EmitContext]:
     """The builder, the filled network and the emission context (which keeps weights alive)."""
     builder, network = create_network(runtime, options.verbosity)
-    ctx = EmitContext(runtime.trt, network, options.fp16)
+    errors = logger(runtime, options.verbosity).errors
+    errors.clear()
+    ctx = EmitContext(runtime.trt, network, options.fp16, errors)
     emit_network(ctx, graph, _dynamic_dims(options.shapes))
     return builder, network, ctx
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ir.walk import GraphWalker
-from caffe_lstm.ops import get_op
+from caffe_lstm.ops import get_op, refused_result
 
 
 class EmitContext(GraphWalker[Any]):
@@ -24,12 +24,16 @@ class EmitContext(GraphWalker[Any]):
         trt: the tensorrt (or tensorrt_rtx_bindings) module.
         network: the INetworkDefinition being filled (strongly typed).
         fp16: compute in float16 (weights and activations), float32 otherwise.
+        errors: the list TensorRT's logger appends its errors to (the reason of a refused
+            layer); None: none are kept.
     """
 
     facet = "tensorrt"
 
-    def __init__(self, trt: Any, network: Any, fp16: bool = False) -> None:
+    def __init__(self, trt: Any, network: Any, fp16: bool = False,
+                 errors: list[str] | None = None) -> None:
         self.trt, self.network, self.fp16 = trt, network, fp16
+        self.errors = errors if errors is not None else []
         self.float_np = np.float16 if fp16 else np.float32
         self.float_trt = trt.DataType.HALF if fp16 else trt.DataType.FLOAT
         # trt.Weights does not own memory: every array handed over lives until the build returns.
@@ -57,11 +61,24 @@ class EmitContext(GraphWalker[Any]):
             raise
         finally:
             self.node = outer
+        self._check_shaped(node, results)
         taken = {tensor.name for tensor in tensors}
         for value, tensor in zip(node.outputs, results):
             if tensor.name not in taken:  # an identity op hands its input through: keep that name
                 tensor.name = value.name
         return results
+
+    def _check_shaped(self, node: Node, results: Sequence[Any]) -> None:
+        """TensorRT hands back a layer even for operands it refuses (a wrong rank, an einsum
+        equation that does not fit) and only logs why; the output then has no shape. Stop at
+        the node that built it, with TensorRT's reason, not at the next layer that reads it."""
+        for value, tensor in zip(node.outputs, results):
+            try:
+                _ = tensor.shape
+            except RuntimeError:
+                reason = self.errors[-1] if self.errors else "TensorRT logged no reason"
+                raise refused_result(node, "tensorrt", f"a layer TensorRT refuses (output "
+                                     f"'{value.name}')", reason) from None
 
     # ---- naming ----------------------------------------------------------------------------
 

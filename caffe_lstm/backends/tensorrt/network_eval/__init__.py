@@ -42,9 +42,9 @@ import numpy as np
 from caffe_lstm.backends.tensorrt.network_eval import layers as _layers  # noqa: F401
 from caffe_lstm.backends.tensorrt.network_eval import windowed as _windowed  # noqa: F401
 from caffe_lstm.backends.tensorrt.network_eval.common import (
-    DTYPES, EVALUATORS, Env, Evaluate, NetworkEvalError, numpy_dtype)
+    DTYPES, EVALUATORS, Env, Evaluate, NetworkEvalError, NotModeledError, numpy_dtype)
 
-__all__ = ["NetworkEvalError", "evaluate_network", "numpy_dtype"]
+__all__ = ["NetworkEvalError", "NotModeledError", "evaluate_network", "numpy_dtype"]
 
 def evaluate_network(trt: Any, network: Any,
                      feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -59,7 +59,7 @@ def evaluate_network(trt: Any, network: Any,
         One array per marked output, by tensor name.
 
     Raises:
-        NotImplementedError: layer types (or parameters) this evaluator does not cover; every
+        NotModeledError: layer types (or parameters) this evaluator does not cover; every
             unknown layer is named at once, before any work.
         NetworkEvalError: a network that cannot be evaluated as built (emitter bug), or an
             output that differs from TensorRT's inferred dtype/dims (evaluator bug).
@@ -110,7 +110,7 @@ def _read_nodes(trt: Any, network: Any) -> list[_Node]:
     layers = [network.get_layer(i) for i in range(network.num_layers)]
     unknown = [f"'{layer.name}' ({layer.type.name})" for layer in layers if layer.type not in rules]
     if unknown:
-        raise NotImplementedError(f"no numpy evaluator for layer {', '.join(unknown)}")
+        raise NotModeledError(f"the layer type of {', '.join(unknown)}")
     return [_node(i, layer, *rules[layer.type]) for i, layer in enumerate(layers)]
 
 
@@ -403,8 +403,8 @@ class _LoopRun:
         limits = self.loop.of_kind("TRIP_LIMIT")
         kinds = sorted(node.layer.kind.name for node in limits)
         if "WHILE" in kinds:
-            raise NotImplementedError(f"loop '{self.loop.name}': WHILE trip limits are not "
-                                      "evaluated (the emitter uses COUNT)")
+            raise NotModeledError(f"the WHILE trip limit of loop '{self.loop.name}' (the "
+                                      "emitter uses COUNT)")
         if kinds != ["COUNT"]:
             raise NetworkEvalError(f"loop '{self.loop.name}' has {len(limits)} COUNT trip "
                                    "limits, expected 1")

@@ -7,8 +7,15 @@ from collections.abc import Callable, MutableMapping
 
 import numpy as np
 
+
 class NetworkEvalError(Exception):
     """The network cannot be evaluated as built: a bug in the emitter or in this evaluator."""
+
+
+class NotModeledError(NotImplementedError):
+    """A layer type, mode or dtype this evaluator has no numpy form for. The network may be
+    fine (TensorRT builds and runs it); only its CPU check cannot be made. A plugin's tensorrt
+    facet can reach it with any layer TensorRT offers."""
 
 
 #: TensorRT DataType name -> numpy dtype (the types a strongly typed LSTM network uses).
@@ -27,7 +34,7 @@ EVALUATORS: dict[str, tuple[str, Evaluate]] = {}
 def numpy_dtype(trt_dtype: Any) -> np.dtype:
     """The numpy dtype of a TensorRT ``DataType``."""
     if trt_dtype.name not in DTYPES:
-        raise NotImplementedError(f"no numpy dtype for TensorRT {trt_dtype.name}")
+        raise NotModeledError(f"the TensorRT dtype {trt_dtype.name}")
     return np.dtype(DTYPES[trt_dtype.name])
 
 

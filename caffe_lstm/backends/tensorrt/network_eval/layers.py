@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from caffe_lstm.backends.tensorrt.network_eval.common import (NetworkEvalError, evaluates,
-                                                              numpy_dtype)
+from caffe_lstm.backends.tensorrt.network_eval.common import (NetworkEvalError, NotModeledError,
+                                                              evaluates, numpy_dtype)
 
 # --------------------------------------------------------------------------------------------
 # Helpers for the layer evaluators
@@ -135,7 +135,7 @@ def _elementwise(layer, inputs, run):
         raise NetworkEvalError(f"elementwise inputs differ in dtype: {a.dtype}, {b.dtype}")
     op = layer.op.name
     if op not in _ELEMENTWISE:
-        raise NotImplementedError(f"elementwise operation {op}")
+        raise NotModeledError(f"elementwise operation {op}")
     y = np.asarray(_ELEMENTWISE[op](_wide(a), _wide(b)))
     return [y if y.dtype == np.bool_ else y.astype(a.dtype)]
 
@@ -167,7 +167,7 @@ def _activation(layer, inputs, run):
     """f(x) with the layer's alpha and beta."""
     kind = layer.type.name           # IActivationLayer.type is the ActivationType
     if kind not in _ACTIVATIONS:
-        raise NotImplementedError(f"activation {kind}")
+        raise NotModeledError(f"activation {kind}")
     x = inputs[0]
     return [np.asarray(_ACTIVATIONS[kind](_wide(x), layer.alpha, layer.beta)).astype(x.dtype)]
 
@@ -187,7 +187,7 @@ _UNARY = {
 def _unary(layer, inputs, run):
     op, x = layer.op.name, inputs[0]
     if op not in _UNARY:
-        raise NotImplementedError(f"unary operation {op}")
+        raise NotModeledError(f"unary operation {op}")
     y = np.asarray(_UNARY[op](_wide(x)))
     return [y if y.dtype == np.bool_ else y.astype(x.dtype)]
 
@@ -243,7 +243,7 @@ def _sample(x: np.ndarray, index: list[np.ndarray], mode: str, fill: np.ndarray)
     if mode == "FILL":
         mask = reduce(np.logical_and, _open_grid(inside), np.ones((), bool))
         return np.where(mask, x[_open_grid(clamped)], fill).astype(x.dtype)
-    raise NotImplementedError(f"slice sample mode {mode}")
+    raise NotModeledError(f"slice sample mode {mode}")
 
 
 def _open_grid(per_axis: list[np.ndarray]) -> tuple[np.ndarray, ...]:
@@ -290,7 +290,7 @@ def _gather(layer, inputs, run):
     if mode == "ELEMENT":
         _same_rank(data, index)
         return [np.take_along_axis(data, index, axis=axis)]
-    raise NotImplementedError(f"gather mode {mode} with {layer.num_elementwise_dims} "
+    raise NotModeledError(f"gather mode {mode} with {layer.num_elementwise_dims} "
                               "elementwise dims")
 
 
@@ -327,7 +327,7 @@ def _reduce(layer, inputs, run):
     """op over the axes of the bitmask, keeping them as size 1 with keep_dims."""
     x, op = inputs[0], layer.op.name
     if op not in _REDUCTIONS:
-        raise NotImplementedError(f"reduce operation {op}")
+        raise NotModeledError(f"reduce operation {op}")
     y = _REDUCTIONS[op](_wide(x), axis=_axes_of(layer.axes, x.ndim), keepdims=layer.keep_dims)
     return [np.asarray(y).astype(x.dtype)]
 
@@ -337,13 +337,13 @@ def _fill(layer, inputs, run):
     """LINSPACE: y[i0, .., ik] = alpha + Σ_d delta[d]·i_d; shape, alpha and delta from inputs
     0, 1, 2 when set, else the static `shape`, `alpha`, `beta`."""
     if layer.operation.name != "LINSPACE":
-        raise NotImplementedError(f"fill operation {layer.operation.name} (random)")
+        raise NotModeledError(f"fill operation {layer.operation.name} (random)")
     dims = tuple(_ints(_param(layer, inputs, 0, "shape")))
     alpha = np.asarray(_param(layer, inputs, 1, "alpha"), np.float64)
     delta = np.asarray(_param(layer, inputs, 2, "beta"), np.float64).reshape(-1)
     if delta.size == 1 and len(dims) > 1 and not (len(inputs) > 2 and inputs[2] is not None):
         # NvInfer.h defines the delta per dimension only for the dynamic input
-        raise NotImplementedError(f"static LINSPACE of rank {len(dims)} (use input 2 for delta)")
+        raise NotModeledError(f"static LINSPACE of rank {len(dims)} (use input 2 for delta)")
     delta = np.broadcast_to(delta, (len(dims),))
     y = alpha + sum(d * np.arange(n).reshape([-1 if k == axis else 1 for k in range(len(dims))])
                     for axis, (d, n) in enumerate(zip(delta, dims)))

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from caffe_lstm.backends.tensorrt.network_eval.common import (NetworkEvalError, evaluates,
-                                                              numpy_dtype)
+from caffe_lstm.backends.tensorrt.network_eval.common import (NetworkEvalError, NotModeledError,
+                                                              evaluates, numpy_dtype)
 from caffe_lstm.backends.tensorrt.network_eval.layers import _axes_of, _wide
 
 # Windowed layers: convolution, deconvolution, pooling, LRN; and top-k.
@@ -18,7 +18,7 @@ def _padding(layer: Any, n_spatial: int) -> tuple[tuple[int, ...], tuple[int, ..
     """(pre, post, rounding) of an explicit-padding layer; SAME modes are not evaluated."""
     mode = layer.padding_mode.name
     if mode not in ("EXPLICIT_ROUND_DOWN", "EXPLICIT_ROUND_UP"):
-        raise NotImplementedError(f"padding mode {mode}")
+        raise NotModeledError(f"padding mode {mode}")
     pre, post = tuple(layer.pre_padding), tuple(layer.post_padding)
     if len(pre) != n_spatial or len(post) != n_spatial:
         raise NetworkEvalError(f"padding {pre}/{post} for {n_spatial} spatial axes")
@@ -57,7 +57,7 @@ def _convolution(layer, inputs, run):
     taps·dilation] + bias; the kernel is GKCRS, the padding zeros."""
     x = _wide(inputs[0])
     if len(inputs) > 1 and any(t is not None for t in inputs[1:]):
-        raise NotImplementedError("convolution kernel or bias given as tensors")
+        raise NotModeledError("convolution kernel or bias given as tensors")
     kernel, groups = tuple(layer.kernel_size_nd), layer.num_groups
     strides, dilations = tuple(layer.stride_nd), tuple(layer.dilation_nd)
     pre, post, rounding = _padding(layer, len(kernel))
@@ -110,7 +110,7 @@ def _deconvolution(layer, inputs, run):
     kernel is CKRS (C input channels, K = output maps per group)."""
     x = _wide(inputs[0])
     if len(inputs) > 1 and any(t is not None for t in inputs[1:]):
-        raise NotImplementedError("deconvolution kernel or bias given as tensors")
+        raise NotModeledError("deconvolution kernel or bias given as tensors")
     kernel, groups = tuple(layer.kernel_size_nd), layer.num_groups
     strides, dilations = tuple(layer.stride_nd), tuple(layer.dilation_nd)
     pre, post, _ = _padding(layer, len(kernel))
@@ -140,7 +140,7 @@ def _pooling(layer, inputs, run):
     the padded input [−pre, in + post) (otherwise)."""
     x, kind = _wide(inputs[0]), layer.type.name     # IPoolingLayer.type is the PoolingType
     if kind not in ("MAX", "AVERAGE"):
-        raise NotImplementedError(f"pooling type {kind}")
+        raise NotModeledError(f"pooling type {kind}")
     kernel, strides = tuple(layer.window_size_nd), tuple(layer.stride_nd)
     pre, post, rounding = _padding(layer, len(kernel))
     sizes, spatial = x.shape[x.ndim - len(kernel):], tuple(range(-len(kernel), 0))
@@ -203,7 +203,7 @@ def _grid_sample(layer, inputs, run):
     corners outside the input read 0 (sample mode FILL), as ONNX GridSample's zeros padding."""
     x, grid = inputs
     if layer.interpolation_mode.name != "LINEAR" or layer.sample_mode.name != "FILL":
-        raise NotImplementedError(f"grid sample {layer.interpolation_mode.name} with "
+        raise NotModeledError(f"grid sample {layer.interpolation_mode.name} with "
                                   f"{layer.sample_mode.name}")
     if x.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != x.shape[0]:
         raise NetworkEvalError(f"grid sample of {x.shape} at a grid {grid.shape}")
