@@ -1,4 +1,5 @@
-"""Shared pieces of the network evaluator: its error, dtypes and the evaluator registry."""
+"""Shared pieces of the network evaluator: its errors, dtypes, the evaluator registry and the
+helpers both evaluator modules use."""
 
 from __future__ import annotations
 
@@ -46,3 +47,12 @@ def evaluates(kind: str, interface: str) -> Callable[[Evaluate], Evaluate]:
         return evaluate
     return register
 
+
+def wide(x: np.ndarray) -> np.ndarray:
+    """float16 is computed in float32 (then rounded back), like TensorRT's fp32 accumulation."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+def axes_of(bitmask: int, rank: int) -> tuple[int, ...]:
+    """The axes set in a TensorRT axes bitmask (bit k: axis k)."""
+    return tuple(axis for axis in range(rank) if bitmask >> axis & 1)

@@ -14,15 +14,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from caffe_lstm.backends.tensorrt.network_eval.common import (NetworkEvalError, NotModeledError,
-                                                              evaluates, numpy_dtype)
+                                                              axes_of, evaluates, numpy_dtype,
+                                                              wide)
 
 # --------------------------------------------------------------------------------------------
 # Helpers for the layer evaluators
-
-
-def _wide(x: np.ndarray) -> np.ndarray:
-    """float16 is computed in float32 (then rounded back), like TensorRT's fp32 accumulation."""
-    return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
 def _param(layer: Any, inputs: list, slot: int, attribute: str) -> Any:
@@ -46,10 +42,6 @@ def _scalar_int(array: np.ndarray, what: str) -> int:
         raise NetworkEvalError(f"{what} must be a 0-D integer tensor, got {array.dtype} "
                                f"{array.shape}")
     return int(array)
-
-
-def _axes_of(bitmask: int, rank: int) -> tuple[int, ...]:
-    return tuple(axis for axis in range(rank) if bitmask >> axis & 1)
 
 
 def _same_rank(*arrays: np.ndarray) -> None:
@@ -101,8 +93,8 @@ def _matrix_multiply(layer, inputs, run):
     batch_b = b.shape[:-1] if op1 == "VECTOR" else b.shape[:-2]
     if len(batch_a) != len(batch_b):
         raise NetworkEvalError(f"matmul batch ranks differ: {a.shape} ({op0}), {b.shape} ({op1})")
-    a = _wide(a)[..., None, :] if op0 == "VECTOR" else _wide(a)
-    b = _wide(b)[..., :, None] if op1 == "VECTOR" else _wide(b)
+    a = wide(a)[..., None, :] if op0 == "VECTOR" else wide(a)
+    b = wide(b)[..., :, None] if op1 == "VECTOR" else wide(b)
     a = np.swapaxes(a, -1, -2) if op0 == "TRANSPOSE" else a
     b = np.swapaxes(b, -1, -2) if op1 == "TRANSPOSE" else b
     y = np.matmul(a, b)
@@ -136,7 +128,7 @@ def _elementwise(layer, inputs, run):
     op = layer.op.name
     if op not in _ELEMENTWISE:
         raise NotModeledError(f"elementwise operation {op}")
-    y = np.asarray(_ELEMENTWISE[op](_wide(a), _wide(b)))
+    y = np.asarray(_ELEMENTWISE[op](wide(a), wide(b)))
     return [y if y.dtype == np.bool_ else y.astype(a.dtype)]
 
 
@@ -169,7 +161,7 @@ def _activation(layer, inputs, run):
     if kind not in _ACTIVATIONS:
         raise NotModeledError(f"activation {kind}")
     x = inputs[0]
-    return [np.asarray(_ACTIVATIONS[kind](_wide(x), layer.alpha, layer.beta)).astype(x.dtype)]
+    return [np.asarray(_ACTIVATIONS[kind](wide(x), layer.alpha, layer.beta)).astype(x.dtype)]
 
 
 _UNARY = {
@@ -188,7 +180,7 @@ def _unary(layer, inputs, run):
     op, x = layer.op.name, inputs[0]
     if op not in _UNARY:
         raise NotModeledError(f"unary operation {op}")
-    y = np.asarray(_UNARY[op](_wide(x)))
+    y = np.asarray(_UNARY[op](wide(x)))
     return [y if y.dtype == np.bool_ else y.astype(x.dtype)]
 
 
@@ -197,7 +189,7 @@ def _parametric_relu(layer, inputs, run):
     """x >= 0 ? x : slope·x, slopes broadcast."""
     x, slope = inputs
     _same_rank(x, slope)
-    return [np.where(x >= 0, x, _wide(slope) * _wide(x)).astype(x.dtype)]
+    return [np.where(x >= 0, x, wide(slope) * wide(x)).astype(x.dtype)]
 
 
 @evaluates("SELECT", "ISelectLayer")
@@ -312,10 +304,10 @@ def _unsqueeze(layer, inputs, run):
 def _softmax(layer, inputs, run):
     """e^x / Σ e^x over the one axis set in the `axes` bitmask."""
     x = inputs[0]
-    axes = _axes_of(layer.axes, x.ndim)
+    axes = axes_of(layer.axes, x.ndim)
     if len(axes) != 1:
         raise NetworkEvalError(f"softmax axes bitmask {layer.axes:#b} selects {len(axes)} axes")
-    e = np.exp(_wide(x) - _wide(x).max(axis=axes[0], keepdims=True))
+    e = np.exp(wide(x) - wide(x).max(axis=axes[0], keepdims=True))
     return [(e / e.sum(axis=axes[0], keepdims=True)).astype(x.dtype)]
 
 
@@ -328,7 +320,7 @@ def _reduce(layer, inputs, run):
     x, op = inputs[0], layer.op.name
     if op not in _REDUCTIONS:
         raise NotModeledError(f"reduce operation {op}")
-    y = _REDUCTIONS[op](_wide(x), axis=_axes_of(layer.axes, x.ndim), keepdims=layer.keep_dims)
+    y = _REDUCTIONS[op](wide(x), axis=axes_of(layer.axes, x.ndim), keepdims=layer.keep_dims)
     return [np.asarray(y).astype(x.dtype)]
 
 

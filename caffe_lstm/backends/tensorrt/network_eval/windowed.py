@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from caffe_lstm.backends.tensorrt.network_eval.common import (NetworkEvalError, NotModeledError,
-                                                              evaluates, numpy_dtype)
-from caffe_lstm.backends.tensorrt.network_eval.layers import _axes_of, _wide
+                                                              axes_of, evaluates, numpy_dtype,
+                                                              wide)
 
 # Windowed layers: convolution, deconvolution, pooling, LRN; and top-k.
 
@@ -55,7 +55,7 @@ def _window_view(x: np.ndarray, kernel, strides, dilations, pre, out, fill) -> n
 def _convolution(layer, inputs, run):
     """y[n, g·K/G + k] = Σ_c Σ_taps W[g, k, c, taps] · x_padded[n, g·C/G + c, o·stride +
     taps·dilation] + bias; the kernel is GKCRS, the padding zeros."""
-    x = _wide(inputs[0])
+    x = wide(inputs[0])
     if len(inputs) > 1 and any(t is not None for t in inputs[1:]):
         raise NotModeledError("convolution kernel or bias given as tensors")
     kernel, groups = tuple(layer.kernel_size_nd), layer.num_groups
@@ -65,7 +65,7 @@ def _convolution(layer, inputs, run):
     out = _out_dims(x.shape[2:], extents, strides, pre, post, rounding)
     windows = _window_view(x, kernel, strides, dilations, pre, out, 0)
     n, c = x.shape[:2]
-    weights = _wide(np.asarray(layer.kernel)).reshape(
+    weights = wide(np.asarray(layer.kernel)).reshape(
         (groups, layer.num_output_maps // groups, c // groups) + kernel)
     y = _grouped_correlation(windows.reshape((n, groups, c // groups) + windows.shape[2:]),
                              weights).reshape((n, layer.num_output_maps) + out)
@@ -98,7 +98,7 @@ def _grouped_correlation(windows: np.ndarray, weights: np.ndarray) -> np.ndarray
 
 def _with_bias(y: np.ndarray, bias: Any) -> np.ndarray:
     """y plus one bias per output map (axis 1); an empty bias adds nothing."""
-    b = _wide(np.asarray(bias))
+    b = wide(np.asarray(bias))
     return y if b.size == 0 else y + b.reshape((1, -1) + (1,) * (y.ndim - 2))
 
 
@@ -108,7 +108,7 @@ def _deconvolution(layer, inputs, run):
     zeros between elements, padded by dilation·(kernel − 1) minus the layer's pre/post padding
     (which crops the output), convolved with the kernel flipped and its C and K swapped; the
     kernel is CKRS (C input channels, K = output maps per group)."""
-    x = _wide(inputs[0])
+    x = wide(inputs[0])
     if len(inputs) > 1 and any(t is not None for t in inputs[1:]):
         raise NotModeledError("deconvolution kernel or bias given as tensors")
     kernel, groups = tuple(layer.kernel_size_nd), layer.num_groups
@@ -119,7 +119,7 @@ def _deconvolution(layer, inputs, run):
                       x.dtype)
     spread[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)] = x
     full = [(k - 1) * d for k, d in zip(kernel, dilations)]
-    weights = _wide(np.asarray(layer.kernel)).reshape(
+    weights = wide(np.asarray(layer.kernel)).reshape(
         (groups, c // groups, layer.num_output_maps // groups) + kernel)
     flipped = np.flip(weights, axis=tuple(range(3, 3 + len(kernel)))).swapaxes(1, 2)
     front = [f - a for f, a in zip(full, pre)]
@@ -138,7 +138,7 @@ def _pooling(layer, inputs, run):
     """MAX over the window's elements inside x (padding never wins); AVERAGE = their sum
     divided by that count (average_count_excludes_padding) or by the window's overlap with
     the padded input [−pre, in + post) (otherwise)."""
-    x, kind = _wide(inputs[0]), layer.type.name     # IPoolingLayer.type is the PoolingType
+    x, kind = wide(inputs[0]), layer.type.name     # IPoolingLayer.type is the PoolingType
     if kind not in ("MAX", "AVERAGE"):
         raise NotModeledError(f"pooling type {kind}")
     kernel, strides = tuple(layer.window_size_nd), tuple(layer.stride_nd)
@@ -163,7 +163,7 @@ def _lrn(layer, inputs, run):
     """x / (k + α/w · Σ x²)^β, the sum over the w channels centred on each one (zeros past the
     ends); the channel axis is the third from last. NvInfer.h leaves the 1/w implicit; the
     Caffe and ONNX parsers pass their α (defined with α/w) unchanged, so this is TensorRT's."""
-    x, w = _wide(inputs[0]), layer.window_size
+    x, w = wide(inputs[0]), layer.window_size
     axis, half = x.ndim - 3, (layer.window_size - 1) // 2
     if w % 2 == 0:
         raise NetworkEvalError(f"LRN window {w} is even")
@@ -181,10 +181,10 @@ def _topk(layer, inputs, run):
     x = inputs[0]
     k = int(np.asarray(inputs[1]).reshape(-1)[0]) if len(inputs) > 1 and inputs[1] is not None \
         else layer.k
-    axes = _axes_of(layer.axes, x.ndim)
+    axes = axes_of(layer.axes, x.ndim)
     if len(axes) != 1:
         raise NetworkEvalError(f"top-k axes bitmask {layer.axes:#b} selects {len(axes)} axes")
-    key = -_wide(x) if layer.op.name == "MAX" else _wide(x)
+    key = -wide(x) if layer.op.name == "MAX" else wide(x)
     order = np.argsort(key, axis=axes[0], kind="stable")
     index = np.take(order, np.arange(k), axis=axes[0])
     values = np.take_along_axis(x, index, axis=axes[0])
@@ -208,7 +208,7 @@ def _grid_sample(layer, inputs, run):
     if x.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != x.shape[0]:
         raise NetworkEvalError(f"grid sample of {x.shape} at a grid {grid.shape}")
     height, width = x.shape[2:]
-    data, g = _wide(x), _wide(grid).astype(np.float64)
+    data, g = wide(x), wide(grid).astype(np.float64)
     cols = _grid_pixels(g[..., 0], width, layer.align_corners)
     rows = _grid_pixels(g[..., 1], height, layer.align_corners)
     row0, col0 = np.floor(rows), np.floor(cols)
