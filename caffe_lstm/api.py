@@ -326,9 +326,9 @@ class Net:
 
         self._require_weights("write a Triton model")
         net = self._stated(State.AUTO)
-        options = TritonOptions(Backend.parse(backend, "backend"), max_batch, instances,
-                                cont_from_start, dict(batch_axes or {}), batching or Batching(),
-                                opset, Runtime.parse(runtime, "runtime"))
+        options = TritonOptions(backend, max_batch, instances, cont_from_start,
+                                dict(batch_axes or {}), batching or Batching(), opset,
+                                Runtime.parse(runtime, "runtime"))
         return write_repository(net.graph, repository, name or self.prototxt.stem, options)
 
     # ---- weights ------------------------------------------------------------------------------

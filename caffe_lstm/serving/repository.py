@@ -20,8 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from caffe_lstm.analysis.profiles import shape_at_profile_sizes
-from caffe_lstm.analysis.shapes import infer_shapes
+from caffe_lstm.analysis.profiles import checked_profiles
 from caffe_lstm.errors import CaffeLstmError, OutputError, ShapeError
 from caffe_lstm.options import DEFAULT_OPSET, Backend, Runtime
 from caffe_lstm.ir.graph import Graph, Value
@@ -67,6 +66,9 @@ class TritonOptions:
     batching: Batching = field(default_factory=Batching)
     opset: int = DEFAULT_OPSET
     runtime: Runtime | str = Runtime.AUTO
+
+    def __post_init__(self) -> None:  # a value becomes its member; another one is refused
+        object.__setattr__(self, "backend", Backend.parse(self.backend, "backend"))
 
 
 @dataclass
@@ -132,7 +134,7 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
                 f"(N, {', '.join(map(str, shapes[cont]))}) batch-major", name,
                 f"shape the net for one step (its time axis 1, e.g. shapes={{{cont!r}: (1, N)}})")
     spec = ModelSpec(
-        name=name, backend=Backend(options.backend), max_batch=options.max_batch,
+        name=name, backend=options.backend, max_batch=options.max_batch,
         instances=options.instances,
         inputs=tuple(Tensor(v.name, shapes[v.name]) for v in graph.inputs
                      if v.name not in conts and v.name not in dict(states)),
@@ -149,16 +151,13 @@ def _batch_major(graph: Graph, options: TritonOptions) -> dict[str, Profile]:
     """N first on every input and output (passes/batch_major.py), checked at batch 1 and at
     the maximum; returns the profile of every input (batch 1..max)."""
     make_batch_major(graph, find_batch_axes(graph, options.batch_axes))
-    infer_shapes(graph)
-    profiles = {v.name: _batch_profile(v, options.max_batch) for v in graph.inputs}
-    try:
-        for _ in shape_at_profile_sizes(graph, profiles):
-            pass  # every layer takes batch 1 and the maximum; left at the maximum (OPT)
+    try:  # every layer takes batch 1 and the maximum; left at the maximum (OPT)
+        return checked_profiles(graph, {v.name: _batch_profile(v, options.max_batch)
+                                        for v in graph.inputs})
     except ShapeError as exc:
         raise ShapeError(f"the net does not take every batch size from 1 to "
                          f"{options.max_batch}: {exc.what}", exc.where,
                          "serve it with a max_batch it takes") from None
-    return profiles
 
 
 def write_repository(graph: Graph, repository: str | Path, name: str,
@@ -184,15 +183,11 @@ def write_repository(graph: Graph, repository: str | Path, name: str,
     if options.backend == "python":
         files.append(f"{VERSION}/model.py")
     with _staged_folder(repository, target) as staging:
-        try:
-            (staging / "config.pbtxt").write_text(text, encoding="utf-8")
-            (staging / VERSION).mkdir()
-            writer(staging / VERSION / MODEL_FILES[options.backend])
-            if options.backend == "python":
-                (staging / VERSION / "model.py").write_text(python_model_source(), "utf-8")
-        except OSError as exc:  # a full disk, a quota: the user's to fix, not a bug
-            raise OutputError(f"cannot write the model ({exc.strerror})", str(target),
-                              "check the free space and the permissions") from None
+        (staging / "config.pbtxt").write_text(text, encoding="utf-8")
+        (staging / VERSION).mkdir()
+        writer(staging / VERSION / MODEL_FILES[options.backend])
+        if options.backend == "python":
+            (staging / VERSION / "model.py").write_text(python_model_source(), "utf-8")
     return TritonModel(target, text, prepared.spec, files, schema_checked)
 
 
@@ -208,8 +203,6 @@ def _check_options(name: str, options: TritonOptions) -> None:
     def refuse(what: str, hint: str) -> None:
         raise CaffeLstmError(what, f"model '{name}'", hint)
 
-    if options.backend not in {backend.value for backend in Backend}:
-        refuse(f"backend '{options.backend}' is unknown", f"use one of {', '.join(Backend)}")
     if not name or "/" in name or name.startswith("."):
         refuse("a model name must be non-empty, without '/', not starting with '.'",
                "choose another name")
@@ -324,7 +317,11 @@ def _staged_folder(repository: Path, target: Path) -> Iterator[Path]:
                           str(repository), "choose a folder that can be written") from None
     try:
         os.chmod(staging, 0o777 & ~_umask())
-        yield staging
+        try:
+            yield staging
+        except OSError as exc:  # writing the files: a full disk, a quota, the user's to fix
+            raise OutputError(f"cannot write the model ({exc.strerror})", str(target),
+                              "check the free space and the permissions") from None
         _swap_in(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
