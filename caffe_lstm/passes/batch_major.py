@@ -26,6 +26,7 @@ from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Graph, Node, Value, clone_graph
 from caffe_lstm.ops import recurrent_spec
+from caffe_lstm.ops.recurrent import read_cont
 
 #: Assignments tried at most (each is one shape inference): inputs with several axes of size N.
 MAX_TRIALS = 256
@@ -138,9 +139,10 @@ def _recurrent_axes(graph: Graph) -> dict[str, int]:
     for node in _time_major_recurrent(graph):
         spec = recurrent_spec(node.op)
         direct = [node.inputs[0]]
-        if spec.cont_bottom is not None and len(node.inputs) > spec.cont_bottom:
-            direct.append(node.inputs[spec.cont_bottom])
-        if node.attrs.get("expose_hidden"):
+        cont = read_cont(node)
+        if cont is not None:
+            direct.append(cont.value)
+        if spec.is_exposed(node):
             direct += node.inputs[-len(spec.states):]
         axes.update({inputs[id(v)]: 1 for v in direct if id(v) in inputs})
     return axes

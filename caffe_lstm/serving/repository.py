@@ -25,6 +25,7 @@ from caffe_lstm.errors import CaffeLstmError, OutputError, ShapeError
 from caffe_lstm.options import DEFAULT_OPSET, Backend, Runtime
 from caffe_lstm.ir.graph import Graph, Value
 from caffe_lstm.ops import recurrent_spec
+from caffe_lstm.ops.recurrent import read_cont
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.batch_major import find_batch_axes, make_batch_major
 from caffe_lstm.serving.check import check_network_io, check_onnx_io
@@ -227,7 +228,7 @@ def _state_pairs(graph: Graph) -> list[tuple[str, str]]:
     pairs = []
     for node in graph.nodes:
         spec = recurrent_spec(node.op)
-        if spec is None or not spec.exposable or not node.attrs.get("expose_hidden"):
+        if spec is None or not spec.exposable or not spec.is_exposed(node):
             continue
         count = len(spec.states)
         for initial, final in zip(node.inputs[-count:], node.outputs[-count:]):
@@ -241,12 +242,9 @@ def _cont_inputs(graph: Graph) -> list[str]:
     inputs = {id(v): v for v in graph.inputs}
     names: list[str] = []
     for node in graph.nodes:
-        spec = recurrent_spec(node.op)
-        if spec is None or spec.cont_bottom is None or len(node.inputs) <= spec.cont_bottom:
-            continue
-        cont = node.inputs[spec.cont_bottom]
-        if id(cont) in inputs and cont.name not in names:
-            names.append(cont.name)
+        cont = read_cont(node)
+        if cont is not None and id(cont.value) in inputs and cont.value.name not in names:
+            names.append(cont.value.name)
     return names
 
 

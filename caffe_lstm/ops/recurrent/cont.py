@@ -1,9 +1,11 @@
 """The one reading of a recurrent layer's cont (the fork's clip): which bottom it is, and the
 constant it always holds where only constants compute it.
 
-Three questions hang on it: which net input gets 0-then-1 sequences in random feeds
-(``feeds.py``), whether Caffe's carried state could leak into a call (``--state auto``,
-``passes/expose_state.py``) and whether ONNX's own LSTM operator is exact (``native.py``).
+Its questions: which net input gets 0-then-1 sequences in random feeds (``feeds.py``), whether
+Caffe's carried state could leak into a call (``--state auto``, ``passes/expose_state.py``),
+whether ONNX's own LSTM operator is exact (``native.py``), and, serving, which net inputs are a
+cont and so batch-major on axis 1 or fed from Triton's START (``passes/batch_major.py``,
+``serving/repository.py``).
 """
 
 from __future__ import annotations
