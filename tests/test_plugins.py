@@ -353,6 +353,17 @@ def test_a_plugin_without_a_facet_fails_only_the_commands_needing_it(tmp_path):
         "fork_layers.py", "frob.caffemodel", "frob.prototxt"]
 
 
+def test_rewrite_refuses_a_layer_whose_param_message_caffe_lacks(tmp_path):
+    """caffe.proto has no frob_param, so the layer cannot be written back: one line, nothing
+    written (the other commands take the plugin)."""
+    net, weights, plugin = frob(tmp_path)
+    out = tmp_path / "out"
+    line = assert_one_error_line(run_cli("rewrite", net, "-w", weights, "--plugin", plugin,
+                                         "-o", out))
+    assert "the plugin's param message 'frob_param' is not in Caffe's schema" in line
+    assert "layer 'frob' (Frobnicate)" in line and not out.exists()
+
+
 SQUARE = '''
 @register_op
 class Square(Op):

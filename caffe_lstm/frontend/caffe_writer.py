@@ -35,7 +35,8 @@ from google.protobuf.message import Message
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ir.walk import GraphWalker
-from caffe_lstm.ops import get_op
+from caffe_lstm.frontend.plugin_params import has_own_message
+from caffe_lstm.ops import PluginError, get_op
 from caffe_lstm.proto import caffe_pb2
 
 #: One caffemodel entry: (layer name, layer type, blobs), as ``write_caffemodel`` takes them.
@@ -115,6 +116,13 @@ class CaffeWriter(GraphWalker[str]):
             layer.param.add(name=weight.name)
         op = get_op(node.op)
         fields = op.caffe(self, node)
+        if fields and has_own_message(op):
+            # caffe.proto's LayerParameter has no field of that name, and protobuf's text
+            # writer prints only fields of the schema: the layer cannot be written as read.
+            raise PluginError(f"the plugin's param message '{op.param}' is not in Caffe's "
+                              "schema, so the layer cannot be written back to a prototxt",
+                              node.label, "rewrite is not available for this net; the other "
+                              "commands take the plugin as it is")
         if fields:
             _set_fields(getattr(layer, op.param), fields)
         self.layers.append(layer)
