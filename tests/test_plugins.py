@@ -353,6 +353,19 @@ def test_a_plugin_without_a_facet_fails_only_the_commands_needing_it(tmp_path):
         "fork_layers.py", "frob.caffemodel", "frob.prototxt"]
 
 
+def test_a_facet_set_to_none_is_a_missing_form_not_a_plugin_failure(tmp_path):
+    """``onnx = None`` says the op has no ONNX form (as for the built-ins): export names the
+    missing facet instead of calling None."""
+    net, weights, plugin = frob(tmp_path)
+    plugin.write_text(plugin.read_text().replace('onnx_missing_reason = "no ONNX form"',
+                                                 "onnx = None"))
+    model = tmp_path / "frob.onnx"
+    line = assert_one_error_line(run_cli("export", net, "-w", weights, "--plugin", plugin,
+                                         "-o", model))
+    assert f"Frobnicate (frob): the plugin '{plugin}' (file) defines no onnx facet" in line
+    assert not model.exists()
+
+
 def test_rewrite_refuses_a_layer_whose_param_message_caffe_lacks(tmp_path):
     """caffe.proto has no frob_param, so the layer cannot be written back: one line, nothing
     written (the other commands take the plugin)."""

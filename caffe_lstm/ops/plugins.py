@@ -237,6 +237,8 @@ def _attribute_errors(cls: type[Op], plugin: Plugin) -> None:
         if owner is None or owner.__module__.startswith("caffe_lstm."):
             continue
         raw = vars(owner)[facet]
+        if raw is None:  # `onnx = None`: no such form (has_facet's reading); nothing to guard
+            continue
         if isinstance(raw, (staticmethod, classmethod)):
             function, kind = raw.__func__, type(raw)
         else:  # a plain function: called on the class, so it behaves as a staticmethod
