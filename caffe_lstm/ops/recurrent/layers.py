@@ -140,16 +140,6 @@ class LSTM(RecurrentOp):
         return w.in_file_order()
 
     @staticmethod
-    def caffe(ctx, node: Node) -> dict[str, Any]:
-        return write_recurrent(node)
-    n_bottoms = (2, 5)
-    n_tops = (1, 3)
-
-    @staticmethod
-    def parse(ctx, p):
-        return parse_recurrent(p)
-
-    @staticmethod
     def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
         steps, batch, _, _ = _lstm_layout(node, shapes)
         variant, hidden = LstmVariant.of(node), node.attrs["num_output"]
@@ -209,16 +199,6 @@ class RNN(RecurrentOp):
     # ONNX's own RNN operator plus the output layer where it is exact (``native``)
     onnx = staticmethod(native.rnn_onnx)
     onnx_refusal = staticmethod(native.rnn_refusal)
-
-    @staticmethod
-    def caffe(ctx, node: Node) -> dict[str, Any]:
-        return write_recurrent(node)
-    n_bottoms = (2, 4)
-    n_tops = (1, 2)
-
-    @staticmethod
-    def parse(ctx, p):
-        return parse_recurrent(p)
 
     @staticmethod
     def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
