@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from caffe_lstm.frontend.params import Params, to_params
+from caffe_lstm.frontend.params import Params, is_repeated, to_params
 from caffe_lstm.ops import get_op
 from caffe_lstm.proto import caffe_pb2
 
@@ -19,11 +19,4 @@ def filler_fields(layer: caffe_pb2.LayerParameter) -> dict[str, Params | None]:
             if message.HasField(field.name) else None
             for field in message.DESCRIPTOR.fields
             if field.message_type is caffe_pb2.FillerParameter.DESCRIPTOR
-            and not _repeated(field)}  # DummyData's data_filler: values, not blobs
-
-
-def _repeated(field) -> bool:
-    # Newer protobuf runtimes expose is_repeated and dropped label.
-    if hasattr(type(field), "is_repeated"):
-        return bool(field.is_repeated)
-    return field.label == field.LABEL_REPEATED
+            and not is_repeated(field)}  # DummyData's data_filler: values, not blobs

@@ -46,12 +46,12 @@ def to_params(message: Message) -> Params:
 
 
 def _is_present(message: Message, field: FieldDescriptor) -> bool:
-    if _is_repeated(field):
+    if is_repeated(field):
         return len(getattr(message, field.name)) > 0
     return message.HasField(field.name)
 
 
-def _is_repeated(field: FieldDescriptor) -> bool:
+def is_repeated(field: FieldDescriptor) -> bool:
     # Newer protobuf runtimes expose the property is_repeated and dropped label.
     if hasattr(type(field), "is_repeated"):
         return bool(field.is_repeated)
@@ -60,7 +60,7 @@ def _is_repeated(field: FieldDescriptor) -> bool:
 
 def _field_value(message: Message, field: FieldDescriptor) -> Any:
     raw = getattr(message, field.name)
-    if _is_repeated(field):
+    if is_repeated(field):
         return [_scalar(field, item) for item in raw]
     return _scalar(field, raw)
 

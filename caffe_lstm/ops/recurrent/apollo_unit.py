@@ -17,17 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from caffe_lstm.ir.graph import Node, Shape
+from caffe_lstm.ops.recurrent.equations import sigmoid
 from caffe_lstm.ops.registry import Op, count, register_op, shape_error
 
 #: The blobs in the fork's order: the input value (candidate), then the three gates.
 BLOBS = ("W_g", "W_i", "W_f", "W_o")
 #: Where the fork's tanh stops computing and returns ±1.
 SATURATION = 5.0
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # σ(x) = 1 / (1 + e^−x) = 0.5·tanh(0.5·x) + 0.5, which cannot overflow
-    return 0.5 * np.tanh(0.5 * x) + 0.5
 
 
 def fork_tanh(x: np.ndarray) -> np.ndarray:
@@ -89,7 +85,7 @@ class LstmUnit(Op):
              for name, blob in zip(BLOBS, weights)}
         # g = τ(x·W_gᵀ), i = σ(x·W_iᵀ), f = σ(x·W_fᵀ), o = σ(x·W_oᵀ)
         g = fork_tanh(x @ w["W_g"].T)
-        i, f, o = (_sigmoid(x @ w[name].T) for name in ("W_i", "W_f", "W_o"))
+        i, f, o = (sigmoid(x @ w[name].T) for name in ("W_i", "W_f", "W_o"))
         # c = f ⊙ c_prev + i ⊙ g; h = o ⊙ τ(c)
         c = f * c_prev + i * g
         h = o * fork_tanh(c)

@@ -10,7 +10,7 @@ from caffe_lstm.ops.registry import count
 from caffe_lstm.ops.recurrent.cell import CAFFE_GATES, PEEPHOLE_GATES, LstmVariant, LstmWeights
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
+def sigmoid(x: np.ndarray) -> np.ndarray:
     # σ(x) = 1 / (1 + e^−x) = 0.5·tanh(0.5·x) + 0.5, which cannot overflow
     return 0.5 * np.tanh(0.5 * x) + 0.5
 
@@ -20,7 +20,7 @@ def _activate(kind: str, x: np.ndarray, relu_clip: float) -> np.ndarray:
     if kind == "TANH":
         return np.tanh(x)
     if kind == "SIGMOID":
-        return _sigmoid(x)
+        return sigmoid(x)
     if kind == "RELU":
         return np.maximum(x, 0.0)
     if kind == "CLIPPED_RELU":
@@ -61,8 +61,8 @@ def _lstm_step(x_proj_t: np.ndarray, cont_t: np.ndarray, r: np.ndarray, c: np.nd
     # a_t = W_hc·r̃ + W_xc·x_t + b_c (+ W_xc_static·x_static, already in x_proj_t)
     a = _split_gates(r_conted @ w.w_hc.T + x_proj_t)
     # i_t = σ(a_i + p_i ⊙ c̃), f_t = σ(a_f + p_f ⊙ c̃)   (peephole terms only with peephole)
-    i = _sigmoid(a["i"] + _peephole(w, "i", c_conted))
-    f = _sigmoid(a["f"] + _peephole(w, "f", c_conted))
+    i = sigmoid(a["i"] + _peephole(w, "i", c_conted))
+    f = sigmoid(a["f"] + _peephole(w, "f", c_conted))
     # g_t = candidate_activation(a_g)
     g = _activate(v.candidate_activation, a["g"], v.relu_clip)
     # c_t = f_t ⊙ c̃ + i_t ⊙ g_t
@@ -71,7 +71,7 @@ def _lstm_step(x_proj_t: np.ndarray, cont_t: np.ndarray, r: np.ndarray, c: np.nd
         # c_t = clamp(c_t, −cell_clip, cell_clip): the stored state, after the update
         c = np.clip(c, -v.cell_clip, v.cell_clip)
     # o_t = σ(a_o + p_o ⊙ c_t)   (the output peephole sees the NEW cell)
-    o = _sigmoid(a["o"] + _peephole(w, "o", c))
+    o = sigmoid(a["o"] + _peephole(w, "o", c))
     # m_t = o_t ⊙ cell_activation(c_t)
     m = o * _activate(v.cell_activation, c, v.relu_clip)
     # r_t = W_hr·m_t with a projection, else m_t

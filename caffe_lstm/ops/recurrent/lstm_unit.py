@@ -7,12 +7,8 @@ import numpy as np
 
 from caffe_lstm.ir.graph import Node, Shape
 from caffe_lstm.ops.recurrent.cell import CAFFE_GATES
+from caffe_lstm.ops.recurrent.equations import sigmoid
 from caffe_lstm.ops.registry import Op, register_op, shape_error
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # σ(x) = 1 / (1 + e^−x) = 0.5·tanh(0.5·x) + 0.5, which cannot overflow
-    return 0.5 * np.tanh(0.5 * x) + 0.5
 
 
 def _check_step(node: Node, what: str, shape: Shape, rank: int, batch: int | None) -> None:
@@ -59,7 +55,7 @@ class LSTMUnit(Op):
         cont = np.asarray(cont, np.float64)[:, :, None]
         a = dict(zip(CAFFE_GATES, np.split(x, len(CAFFE_GATES), axis=2)))
         # i = σ(a_i), f = cont·σ(a_f), o = σ(a_o), g = tanh(a_g)
-        i, f, o, g = _sigmoid(a["i"]), cont * _sigmoid(a["f"]), _sigmoid(a["o"]), np.tanh(a["g"])
+        i, f, o, g = sigmoid(a["i"]), cont * sigmoid(a["f"]), sigmoid(a["o"]), np.tanh(a["g"])
         # c = f ⊙ c_prev + i ⊙ g
         c = f * c_prev + i * g
         # h = o ⊙ tanh(c)
