@@ -21,10 +21,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "caffe_lstm"
 #: enum names (some equal type strings: BNLL, LRN) -> type strings.
 FORMAT_TABLES = {("frontend/upgrade.py", "V1_TYPES")}
 #: Known debt (file: what, without the line, so that edits above it do not move it), to be gone
-#: with the one reading of cont (issue 16): feeds.py's pattern matching; and the frontend's
-#: refusal of a stack of recurrent layers in one layer, which belongs to the ops' parse.
-KNOWN = {"feeds.py: a table of layer types ['Slice', 'Reshape']",
-         "frontend/forkfields.py: names the recurrent param 'recurrent_param'"}
+#: with the one reading of cont (issue 16): feeds.py's pattern matching.
+KNOWN = {"feeds.py: a table of layer types ['Slice', 'Reshape']"}
 
 
 def _sources_outside_ops(root: Path) -> list[Path]:

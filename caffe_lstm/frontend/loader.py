@@ -12,7 +12,6 @@ from caffe_lstm.errors import ShapeError
 from caffe_lstm.frontend.caffemodel import read_caffemodel
 from caffe_lstm.frontend.deploy import deploy_view
 from caffe_lstm.frontend.fillers import filler_fields
-from caffe_lstm.frontend.forkfields import check_fork_fields
 from caffe_lstm.frontend.importer import check_supported, import_layers
 from caffe_lstm.frontend.netstate import LayerSelection, check_selected_bottoms, filter_layers
 from caffe_lstm.frontend.params import Params
@@ -73,7 +72,6 @@ def load_net(prototxt: str | Path, weights: str | Path | None = None, *,
     check_selected_bottoms(view.layers, layers, selected, selection, file)
     check_supported(view.layers, file, python_layers=python_path is not None)
     check_converted_layers(view.layers, file)
-    check_fork_fields(view.layers, file)
     graph = import_layers(view.layers, file, view.outputs, name=head.name,
                           python_layers=python_path is not None)
     bind_python_path(graph, python_path)

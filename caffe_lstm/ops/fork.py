@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Node, Shape
 from caffe_lstm.ops.registry import Op, register_op, shape_error
 
@@ -170,10 +171,23 @@ class ContinuationIndicator(Op):
 
     @staticmethod
     def parse(ctx, p):
-        return {"time_step": p.time_step, "batch_size": p.batch_size}
+        attrs = {"time_step": p.time_step, "batch_size": p.batch_size}
+        if p.axis != 0:  # kept only to be refused by infer: never written back
+            attrs["axis"] = p.axis
+        return attrs
 
     @staticmethod
     def infer(ctx, node: Node) -> tuple[Shape, ...]:
+        # axis: 0 is the layer's own time-major (T, N) top. No public source of a fork says
+        # what another axis selects (searched: BVLC-derived forks, warpctc-caffe, crnn.caffe;
+        # jolibrain's ncnn port of the layer reads axis and never uses it).
+        if "axis" in node.attrs:
+            raise UnsupportedLayerError(
+                f"continuation_indicator_param.axis is {node.attrs['axis']}: no public source "
+                "of the fork that writes this field says what it selects (jolibrain's ncnn "
+                "port reads it and ignores it); only axis 0, the time-major (time_step, "
+                "batch_size) top, is implemented", node.label,
+                "drop the field, or implement the fork's layer as a plugin (docs/plugins.md)")
         steps, batch = node.attrs["time_step"], node.attrs["batch_size"]
         if steps <= 0 or batch <= 0:
             raise shape_error(node, f"time_step {steps} and batch_size {batch} must be > 0",
