@@ -368,8 +368,8 @@ class Net:
     def _stated(self, state: State | str) -> Net:
         """A copy, with the states as inputs and outputs when ``state`` (resolved) is io."""
         state = State.parse(state, "state")
-        if state is State.AUTO:
-            state = state.resolve(self.needs_state_io)
+        if state is State.AUTO:  # io when some cont could be non-zero at t = 0
+            state = State.IO if self.needs_state_io else State.ZERO
         return self.with_state_io() if state is State.IO else self.copy()
 
     def _fed_graph(self, inputs: Inputs, seed: int) -> tuple[Graph, dict[str, np.ndarray]]:

@@ -75,12 +75,6 @@ class State(Choice):
     IO = "io", ("recurrent state as inputs <layer>/h_0, c_0 (zeros unless given) and outputs "
                 "<layer>/h_T, c_T, to carry it between calls as Caffe does")
 
-    def resolve(self, needs_io: bool) -> State:
-        """``auto``: io when some cont could be non-zero at t = 0 (``needs_io``), else zero."""
-        if self is State.AUTO:
-            return State.IO if needs_io else State.ZERO
-        return self
-
 
 class Runtime(Choice):
     """The TensorRT runtime that builds (or runs) an engine."""
