@@ -28,12 +28,6 @@ def _batch_axes(ctx: click.Context, param: click.Parameter,
     return axes
 
 
-def _positive(ctx: click.Context, param: click.Parameter, value):
-    if value is not None and value < 1:
-        raise click.BadParameter(f"{value} is not at least 1")
-    return value
-
-
 @cli.command()
 @net_argument
 @weights_option(required=True)
@@ -50,7 +44,7 @@ def _positive(ctx: click.Context, param: click.Parameter, value):
               help="Triton's max_batch_size: requests (sequences) run together, the batch "
                    "range of the model file; 0: no batching (tensors keep Caffe's layout), "
                    "for a net whose layers fix N.")
-@click.option("--instances", type=int, default=1, show_default=True, callback=_positive,
+@click.option("--instances", type=click.IntRange(min=1), default=1, show_default=True,
               help="Model instances (instance_group count).")
 @click.option("--cont-from-start", is_flag=True,
               help="Triton feeds Caffe's cont from the sequence's START flag (0 on the first "
@@ -59,16 +53,16 @@ def _positive(ctx: click.Context, param: click.Parameter, value):
               callback=_batch_axes,
               help="The batch axis of an input the net leaves ambiguous, in Caffe's layout, "
                    "e.g. image_features:0 (repeatable).")
-@click.option("--max-candidate-sequences", type=int, callback=_positive,
+@click.option("--max-candidate-sequences", type=click.IntRange(min=1),
               help="Sequences the batcher schedules at once (default: 4 x --max-batch).")
-@click.option("--preferred-batch-size", "preferred", type=int, multiple=True,
-              callback=lambda ctx, param, values: tuple(_positive(ctx, param, v)
-                                                        for v in values),
+@click.option("--preferred-batch-size", "preferred", type=click.IntRange(min=1),
+              multiple=True,
               help="A batch size the batcher waits for (repeatable).")
-@click.option("--max-queue-delay-us", type=int, default=0, show_default=True,
+@click.option("--max-queue-delay-us", type=click.IntRange(min=0), default=0,
+              show_default=True,
               help="How long the batcher may hold a request to make a bigger batch.")
-@click.option("--max-sequence-idle-us", type=int, default=10_000_000, show_default=True,
-              callback=_positive,
+@click.option("--max-sequence-idle-us", type=click.IntRange(min=1), default=10_000_000,
+              show_default=True,
               help="A sequence idle this long is ended and its state dropped.")
 @selection_options
 @pass_options
@@ -85,9 +79,6 @@ def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, b
     """
     if backend == "tensorrt":
         require_tensorrt(runtime)  # a missing runtime fails before the net is read
-    if max_queue_delay_us < 0:
-        raise click.BadParameter(f"{max_queue_delay_us} is negative",
-                                 param_hint="--max-queue-delay-us")
     batching = Batching(max_candidate_sequences, preferred, max_queue_delay_us,
                         max_sequence_idle_us)
     written = load(net, weights, outputs, phase, stages).to_triton(
