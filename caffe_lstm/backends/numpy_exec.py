@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from caffe_lstm.errors import CaffeLstmError, ExecutionError, ModelLoadError
-from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ir.graph import Graph, Node, Value, aligned
 from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
 
@@ -83,4 +83,4 @@ def _weight(node: Node, value: Value) -> np.ndarray:
             node.label,
             "pass the trained weights as weights=W.caffemodel",
         )
-    return value.data
+    return aligned(value.data)  # a view into the caffemodel may start at any byte offset

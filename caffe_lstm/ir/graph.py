@@ -8,6 +8,7 @@ Caffe's spelling (``InnerProduct``, ``Eltwise``...).
 from __future__ import annotations
 
 import copy
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Iterable, Iterator
@@ -131,3 +132,29 @@ def clone_graph(graph: Graph) -> Graph:
     arrays = {id(v.data): v.data for node in graph.all_nodes()
               for v in node.inputs + node.outputs + node.weights if v.data is not None}
     return copy.deepcopy(graph, memo=dict(arrays))
+
+
+#: The aligned copies of unaligned weight arrays, by id of the array they copy (see ``aligned``).
+_ALIGNED_COPIES: dict[int, np.ndarray] = {}
+
+
+def aligned(array: np.ndarray) -> np.ndarray:
+    """``array`` itself when its items start at a multiple of their size, else an aligned copy,
+    made on first use and reused while ``array`` lives.
+
+    A caffemodel's packed floats are zero-copy views into the mapped file and start at any byte
+    offset; numpy's matmul leaves BLAS for an unaligned operand (about 10x slower on a recurrent
+    product). Loading stays zero-copy; whatever computes on a weight asks for it through here,
+    so each unaligned blob is copied once per loaded net (the clones of a graph share its
+    arrays, hence the copy keyed by the array, not by the value).
+    """
+    if array.flags.aligned:
+        return array
+    key = id(array)
+    copied = _ALIGNED_COPIES.get(key)
+    if copied is None:
+        copied = np.array(array, order="C")  # numpy allocates aligned memory
+        copied.flags.writeable = array.flags.writeable  # read-only like the view it stands for
+        _ALIGNED_COPIES[key] = copied
+        weakref.finalize(array, _ALIGNED_COPIES.pop, key, None)
+    return copied

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from caffe_lstm.ir.graph import Node, Value
+from caffe_lstm.ir.graph import Node, Value, aligned
 from caffe_lstm.ops.registry import get_op, recurrent_spec
 
 
@@ -56,5 +56,5 @@ def constant_value(value: Value) -> np.ndarray | None:
     bottoms = [constant_value(v) for v in producer.inputs]
     if any(b is None for b in bottoms) or any(w.data is None for w in producer.weights):
         return None
-    results = op.numpy(None, producer, *bottoms, *[w.data for w in producer.weights])
+    results = op.numpy(None, producer, *bottoms, *[aligned(w.data) for w in producer.weights])
     return np.asarray(results[producer.outputs.index(value)], np.float64)
