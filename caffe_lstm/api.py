@@ -30,6 +30,7 @@ from caffe_lstm.frontend.loader import layer_fillers, load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
+from caffe_lstm.ir.walk import Progress
 from caffe_lstm.layouts import export_layer, import_layer, layout_layer
 from caffe_lstm.ops import get_op, has_facet, noted_without_facet, recurrent_spec
 from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Profile, Route, Runtime, State
@@ -131,16 +132,16 @@ class Net:
         return {**random_feeds(self.graph, seed), **zero_states(self.graph, {})}
 
     def run(self, inputs: Inputs = None, *, seed: int = 0, original: bool = False,
-            state: State | str = "zero") -> dict[str, np.ndarray]:
+            state: State | str = "zero", progress: Progress | None = None) -> dict[str, np.ndarray]:
         """One Caffe Forward call on the CPU with numpy; returns every output by name.
 
         ``inputs``: arrays by Caffe blob name (time-major; dims may differ from the
         prototxt's), or an .npz path; None: random ones from ``seed``. ``original``: the
         recurrent layers from their equations, not the rewritten graph. ``state``: a ``State``
         or its value (io: the states are inputs and outputs, see ``with_state_io``).
-        """
+        ``progress(phase, done, total)``: told of the layers done and a loop's steps done."""
         graph, feeds = self._stated(state)._fed_graph(inputs, seed)
-        return NumpyExecutor(graph if original else _rewrite(graph)).run(feeds)
+        return NumpyExecutor(graph if original else _rewrite(graph), progress).run(feeds)
 
     def run_engine(self, engine: str | Path, inputs: Inputs = None, *, seed: int = 0,
                    state: State | str = "zero", runtime: Runtime | str = "auto"
@@ -152,13 +153,14 @@ class Net:
     def verify(self, inputs: Inputs = None, *, seed: int = 0, engine: str | Path | None = None,
                runtime: Runtime | str = "auto", fp16: bool = False, tensorrt: bool = True,
                atol: float = 1e-5, rtol: float = 1e-4,
-               onnxruntime: bool | None = None) -> Verification:
+               onnxruntime: bool | None = None, progress: Progress | None = None) -> Verification:
         """Compares the recurrent equations, output by output, with the rewritten graph, the
         emitted TensorRT network (evaluated on the CPU: no GPU needed), the exported ONNX model
         run by onnxruntime (``onnxruntime``; None: when it imports) and, with ``engine`` on
-        a GPU, the engine. Returns the report; ``report.ok`` says whether all agree."""
+        a GPU, the engine. Returns the report; ``report.ok`` says whether all agree.
+        ``progress(phase, done, total)``: told of the equations' run, as ``Net.run``."""
         graph, feeds = self._fed_graph(inputs, seed)
-        reference = NumpyExecutor(graph).run(feeds)
+        reference = NumpyExecutor(graph, progress).run(feeds)
         report = Verification(atol, rtol)
         candidates = self._candidates(report, feeds, engine, Runtime.parse(runtime, "runtime"),
                                       fp16, tensorrt)
@@ -245,14 +247,15 @@ class Net:
 
     def export_onnx(self, path: str | Path | None, *, opset: int = DEFAULT_OPSET,
                     shapes: Mapping[str, Profile] | None = None,
-                    state: State | str = "auto", lstm_op: LstmOp | str = "scan") -> OnnxExport:
+                    state: State | str = "auto", lstm_op: LstmOp | str = "scan",
+                    progress: Progress | None = None) -> OnnxExport:
         """Writes the rewritten net as an ONNX model: each recurrent layer one ``Scan``, its
         input projection one MatMul before it, inputs and outputs named after the Caffe blobs.
         ``path``: written atomically (initializers of 2 GiB or more to ``<path>.data``; None:
         only the bytes); ``opset``: 13 to 21; ``shapes``: input name -> (min, opt, max), the
         dims that vary become symbolic; ``state``, ``lstm_op``: a ``State``, ``LstmOp`` or its
         value (native: ONNX's own LSTM/RNN, refused where not exact: ops/recurrent/native.py).
-        """
+        ``progress(phase, done, total)``: told of the layers exported."""
         from caffe_lstm.backends.onnx.exporter import (build_model, check_opset, save_model,
                                                        value_dims)
 
@@ -262,7 +265,8 @@ class Net:
         graph, profiles = self._onnx_graph(shapes, state, lstm_op)
         # written to a file, the large weights go from the caffemodel's memory map to the file
         # without a copy in between (build_model's stream)
-        model, streamed = build_model(graph, opset, profiles, stream=path is not None)
+        model, streamed = build_model(graph, opset, profiles, stream=path is not None,
+                                      progress=progress)
         written = path is not None
         return OnnxExport(Path(path) if written else None,
                           save_model(model, path, streamed) if written else None, opset,

@@ -1,7 +1,8 @@
 """The numpy executor: the reference backend, a walk over the nodes calling ``numpy`` facets.
 
 An op holding a subgraph (a Loop) gets the executor as ``ctx`` and runs its body through
-``ctx.run_subgraph`` once per step.
+``ctx.run_subgraph`` once per step. Given ``progress``, the executor reports the net's layers
+done and, while a loop of the net runs, its steps done (``<loop node>: steps``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 
 from caffe_lstm.errors import CaffeLstmError, ExecutionError, ModelLoadError
 from caffe_lstm.ir.graph import Graph, Node, Value, aligned
-from caffe_lstm.ir.walk import GraphWalker
+from caffe_lstm.ir.walk import GraphWalker, Progress
 from caffe_lstm.ops import get_op
 
 
@@ -22,12 +23,16 @@ class NumpyExecutor(GraphWalker[np.ndarray]):
 
     Args:
         graph: the graph, after ``infer_shapes`` and with weight data attached.
+        progress: told of the layers done, and of the steps done of a loop of the net.
     """
 
     facet = "numpy"
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, progress: Progress | None = None) -> None:
         self.graph = graph
+        self.progress = progress
+        self._steps: tuple[str, int] = ("", 0)  # the net's loop running: (phase, steps)
+        self._step = 0
 
     def run(
         self, feeds: Mapping[str, np.ndarray], intermediate: bool = False
@@ -48,7 +53,11 @@ class NumpyExecutor(GraphWalker[np.ndarray]):
     def run_subgraph(self, graph: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Runs ``graph`` (a loop body: same weights, own inputs) on ``inputs`` in order;
         returns its outputs in order."""
-        return self.walk(graph, inputs)
+        outputs = self.walk(graph, inputs)
+        if self.progress is not None and self.depth == 1:  # a step of a loop of the net
+            self._step += 1
+            self.progress(self._steps[0], self._step, self._steps[1])
+        return outputs
 
     @staticmethod
     def _feed(value: Value, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -65,6 +74,9 @@ class NumpyExecutor(GraphWalker[np.ndarray]):
         args = inputs + [_weight(node, w) for w in node.weights]
         try:
             op = get_op(node.op)
+            if self.progress is not None and self.depth == 1 and op.holds_subgraph:
+                # a Loop walks its body once per step of its first (iterated) input
+                self._steps, self._step = (f"{node.name}: steps", len(inputs[0])), 0
             results = op.numpy(self, node, *args)
         except CaffeLstmError as exc:
             raise ExecutionError(f"while executing {node.name} ({node.op}): {exc.what}",

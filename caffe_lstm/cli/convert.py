@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -11,6 +10,7 @@ from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, net_argument,
                                     opset_option, pass_options, runtime_option,
                                     selection_options, state_option, weights_option)
+from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.cli.requires import require_tensorrt
 from caffe_lstm.options import Route, State
 
@@ -36,33 +36,13 @@ def convert(options: GlobalOptions, net: Path, weights: Path, output: Path, runt
             outputs: str, phase: str, stages: tuple[str, ...]) -> None:
     """Build a serialized TensorRT engine; the recurrence stays inside it (one ILoop per layer)."""
     require_tensorrt(runtime)  # a missing runtime fails before the net is read
-    engine = load(net, weights, outputs, phase, stages).build_engine(
-        output, runtime=runtime, fp16=fp16, shapes=shapes, state=recurrent_state, unroll=unroll,
-        via=via, opset=opset, verbosity=options.verbose,
-        progress=_progress_printer() if _show_progress(options) else None)
-    _finish_progress(options)
+    loaded = load(net, weights, outputs, phase, stages)
+    with progress_display(options) as progress:
+        engine = loaded.build_engine(
+            output, runtime=runtime, fp16=fp16, shapes=shapes, state=recurrent_state,
+            unroll=unroll, via=via, opset=opset, verbosity=options.verbose, progress=progress)
     options.say(f"wrote {output} ({len(engine.plan) / 2**20:.2f} MiB, {engine.runtime}, "
                 f"{'fp16' if fp16 else 'fp32'}, built in {engine.seconds:.2f} s)")
     options.say("inputs: " + ", ".join(engine.inputs))
     options.say("outputs: " + ", ".join(engine.outputs))
 
-
-def _show_progress(options: GlobalOptions) -> bool:
-    return not options.quiet and sys.stderr.isatty()
-
-
-def _progress_printer():
-    """A one-line progress display on stderr, driven by TensorRT's IProgressMonitor."""
-    def show(phase: str, step: int, steps: int) -> None:
-        width = 24
-        filled = width * step // steps if steps else 0
-        sys.stderr.write(f"\r\033[K{phase[:40]:<40} [{'#' * filled}{'.' * (width - filled)}] "
-                         f"{step}/{steps}")
-        sys.stderr.flush()
-    return show
-
-
-def _finish_progress(options: GlobalOptions) -> None:
-    if _show_progress(options):
-        sys.stderr.write("\r\033[K")
-        sys.stderr.flush()

@@ -11,6 +11,7 @@ from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, net_argument,
                                     opset_option, pass_options, selection_options, state_option,
                                     weights_option)
+from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.options import LstmOp, State
 
 
@@ -37,8 +38,10 @@ def export(options: GlobalOptions, net: Path, weights: Path, output: Path, opset
     (`run --backend onnxruntime --onnx MODEL.onnx`); TensorRT builds it
     (`trtexec --onnx=MODEL.onnx`).
     """
-    exported = load(net, weights, outputs, phase, stages).export_onnx(
-        output, opset=opset, shapes=shapes, state=recurrent_state, lstm_op=lstm_op)
+    loaded = load(net, weights, outputs, phase, stages)
+    with progress_display(options) as progress:
+        exported = loaded.export_onnx(output, opset=opset, shapes=shapes, state=recurrent_state,
+                                      lstm_op=lstm_op, progress=progress)
     extra = f" and {exported.data}" if exported.data is not None else ""
     options.say(f"wrote {output}{extra} (opset {exported.opset}, {exported.nodes} nodes)")
     options.say("inputs: " + ", ".join(f"{name} {_dims(dims)}"

@@ -11,6 +11,7 @@ from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
                                     pass_options, runtime_option, selection_options,
                                     state_option, weights_option)
+from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.cli.requires import require_onnxruntime
 from caffe_lstm.files import save_npz
 from caffe_lstm.options import State
@@ -60,7 +61,9 @@ def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: s
         results = loaded.run_onnxruntime(inputs_path, seed=seed, state=recurrent_state,
                                          model=onnx_model)
     else:
-        results = loaded.run(inputs_path, seed=seed, original=original, state=recurrent_state)
+        with progress_display(options) as progress:
+            results = loaded.run(inputs_path, seed=seed, original=original,
+                                 state=recurrent_state, progress=progress)
     if output is not None:
         save_npz(output, results)
         options.say(f"wrote {len(results)} output(s) to {output}")

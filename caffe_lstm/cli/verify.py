@@ -9,6 +9,7 @@ import click
 
 from caffe_lstm.cli.words import as_cli
 from caffe_lstm.cli.group import cli
+from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
                                     pass_options, runtime_option, selection_options,
                                     weights_option)
@@ -45,9 +46,11 @@ def verify(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase
     The TensorRT network is checked by walking its layers through the TensorRT API and
     evaluating them with numpy, which needs no GPU.
     """
-    report = load(net, weights, outputs, phase, stages).verify(
-        inputs_path, seed=seed, engine=engine, runtime=runtime, fp16=fp16, tensorrt=with_trt,
-        atol=atol, rtol=rtol, onnxruntime=with_onnxruntime)
+    loaded = load(net, weights, outputs, phase, stages)
+    with progress_display(options) as progress:
+        report = loaded.verify(inputs_path, seed=seed, engine=engine, runtime=runtime, fp16=fp16,
+                               tensorrt=with_trt, atol=atol, rtol=rtol,
+                               onnxruntime=with_onnxruntime, progress=progress)
     for note in report.notes:
         options.say(as_cli(note))
     for title, rows in report.results:

@@ -26,6 +26,7 @@ from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts, S
 from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Value
+from caffe_lstm.ir.walk import Progress
 from caffe_lstm.ops import check_facet, get_op
 from caffe_lstm.options import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Profile
 
@@ -142,14 +143,15 @@ def _all_values(graph: Graph) -> list[Value]:
 
 def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
                 profiles: Mapping[str, Profile] | None = None, producer: str = "caffe-lstm",
-                stream: bool = False) -> tuple[Any, list[Streamed]]:
+                stream: bool = False, progress: Progress | None = None
+                ) -> tuple[Any, list[Streamed]]:
     """The ONNX ModelProto of the rewritten ``graph``, and the weights left out of it.
 
     Without ``stream`` the model is complete (its initializers hold copies of the weights) and
     the list is empty. With ``stream`` every weight of ``STREAM_BYTES`` or more is an
     initializer of the main graph (loop bodies read it from the outer scope) that is NOT in
     the model: ``save_model`` writes its bytes straight from the (memory-mapped) array, so the
-    weights are never copied into the protobuf.
+    weights are never copied into the protobuf. ``progress``: told of the layers done.
 
     Raises:
         UnsupportedLayerError: layers with no ONNX form (all of them listed).
@@ -167,6 +169,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     for node in graph.all_nodes():
         for value in node.weights:
             ctx.reserve(value.name)
+    ctx.progress = progress
     outputs = ctx.walk(graph, [v.name for v in graph.inputs])
     outputs = [_as_output(ctx, value.name, name)
                for value, name in zip(graph.outputs, outputs)]
