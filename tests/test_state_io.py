@@ -90,3 +90,58 @@ def test_stepwise_corpus_deploy_net(invoke, tmp_path):
     whole = _run(invoke, tmp_path, net, weights, feeds)["probs"]
     stepped = _step_by_step(invoke, tmp_path, net, weights, feeds, ("lstm1",), "probs")
     np.testing.assert_allclose(stepped, whole, atol=1e-5, rtol=0)
+
+
+#: Images (T·N, 3, 8, 8) → convolution → InnerProduct → Reshape (-1, 1, 16) → LSTM: the
+#: state's N (1) is what the Reshape makes of the images, not any axis of the image input.
+CNN_LSTM = """
+name: "cnn_lstm"
+input: "data"
+input_shape { dim: 6 dim: 3 dim: 8 dim: 8 }
+input: "cont"
+input_shape { dim: 6 dim: 1 }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 4 kernel_size: 3 } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "fc" type: "InnerProduct" bottom: "conv1" top: "fc"
+  inner_product_param { num_output: 16 } }
+layer { name: "reshape" type: "Reshape" bottom: "fc" top: "fc_seq"
+  reshape_param { shape { dim: -1 dim: 1 dim: 16 } } }
+layer { name: "lstm1" type: "LSTM" bottom: "fc_seq" bottom: "cont" top: "lstm1"
+  recurrent_param { num_output: 8 } }
+layer { name: "out" type: "InnerProduct" bottom: "lstm1" top: "out"
+  inner_product_param { num_output: 5 axis: 2 } }
+"""
+
+IMAGE_RANGE = ("--shape", "data:1x3x8x8:6x3x8x8:12x3x8x8", "--shape", "cont:1x1:6x1:12x1")
+
+
+def test_state_io_with_a_dynamic_batch_of_images(invoke, tmp_path):
+    """The engine and the ONNX model take a dynamic number of images with --state io (the
+    states' N follows the Reshape, at MIN, OPT and MAX); three chained `run --state io` calls
+    of 3 images equal one run over the 9, through numpy and through onnxruntime."""
+    from tests.helpers import assert_plan, synthetic_files
+
+    net, weights = synthetic_files(tmp_path, CNN_LSTM, seed=4)
+    engine, model = tmp_path / "net.engine", tmp_path / "net.onnx"
+    built = invoke("convert", net, "-w", weights, "-o", engine, "--state", "io", *IMAGE_RANGE)
+    assert built.exit_code == 0, built.stderr
+    assert_plan(engine.read_bytes())
+    exported = invoke("export", net, "-w", weights, "-o", model, "--state", "io", *IMAGE_RANGE)
+    assert exported.exit_code == 0, exported.stderr
+    assert "data (data_dim0, 3, 8, 8)" in exported.stdout
+    assert "lstm1/h_0 (1, 1, 8)" in exported.stdout
+    rng = np.random.default_rng(3)
+    cont = np.ones((9, 1), np.float32)
+    cont[0] = cont[5] = 0  # a new sequence at t = 5, inside the second call
+    feeds = {"data": rng.normal(size=(9, 3, 8, 8)).astype(np.float32), "cont": cont}
+    whole = _run(invoke, tmp_path, net, weights, feeds)["out"]
+    for backend in ((), ("--backend", "onnxruntime", "--onnx", model)):
+        carried, outputs = {}, []
+        for start in (0, 3, 6):
+            chunk = {name: array[start:start + 3] for name, array in feeds.items()}
+            results = _run(invoke, tmp_path, net, weights, {**chunk, **carried}, "--state", "io",
+                           *backend)
+            outputs.append(results["out"])
+            carried = {f"lstm1/{s}_0": results[f"lstm1/{s}_T"] for s in ("h", "c")}
+        np.testing.assert_allclose(np.concatenate(outputs), whole, atol=1e-5, rtol=0)

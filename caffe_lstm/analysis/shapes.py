@@ -15,7 +15,8 @@ from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
 
 
-def infer_shapes(graph: Graph, allow_unknown: bool = False) -> Graph:
+def infer_shapes(graph: Graph, allow_unknown: bool = False,
+                 walker: ShapeInference | None = None) -> Graph:
     """Sets ``shape`` on every value of ``graph`` and creates missing weight values.
 
     Args:
@@ -23,6 +24,8 @@ def infer_shapes(graph: Graph, allow_unknown: bool = False) -> Graph:
         allow_unknown: net inputs may lack a shape (a train net's data layer that the prototxt
             does not size); every value computed from one stays unknown (None), and its node
             gets no weight values, so ``inspect`` can show the shapes that are known.
+        walker: the inference to walk with (a subclass that sets some shapes itself: the
+            exposed states of ``profiles``); None: ``ShapeInference(allow_unknown)``.
 
     Raises:
         ShapeError: a net input without a shape (unless allowed), or a layer that rejects its
@@ -32,7 +35,8 @@ def infer_shapes(graph: Graph, allow_unknown: bool = False) -> Graph:
         if value.shape is not None or not allow_unknown:
             _check_input_shape(value)
     # (walk_values: a net output may be an input that no layer reads, so not among the inputs)
-    ShapeInference(allow_unknown).walk_values(graph, [value.shape for value in graph.inputs])
+    walker = walker or ShapeInference(allow_unknown)
+    walker.walk_values(graph, [value.shape for value in graph.inputs])
     return graph
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from caffe_lstm.ir.graph import Graph, Node
+from caffe_lstm.analysis.profiles import follow_states, state_inputs
+from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.ir.graph import Graph, Node, clone_graph
 from caffe_lstm.ops import RecurrentSpec, recurrent_spec
 from caffe_lstm.ops.recurrent import read_cont
 
@@ -37,28 +39,30 @@ def expose_recurrent_state(graph: Graph) -> bool:
 
 def zero_states(graph: Graph, feeds: dict) -> dict[str, np.ndarray]:
     """Zeros for the initial-state inputs of exposed recurrent layers that ``feeds`` lacks
-    (Caffe's state before the first Forward), N read from the layer's fed x or cont (both
-    (T, N, …)), else from the prototxt."""
-    zeros = {}
-    for node in graph.nodes:
-        spec = _exposable(node)
-        if spec is None or not spec.is_exposed(node):
-            continue
-        batch = _fed_batch(node, feeds)
-        for value in node.inputs[-len(spec.states):]:
-            if value.producer is None and value.name not in feeds:
-                zeros[value.name] = np.zeros((1, batch, value.shape[2]), np.float32)
-    return zeros
+    (Caffe's state before the first Forward), each of the shape its layer gives it at the fed
+    shapes (shape inference from the feeds: a CNN front end's images fix N through its
+    Reshape), else at the prototxt's."""
+    missing = [name for name in state_inputs(graph) if name not in feeds]
+    if not missing:
+        return {}
+    shapes = state_inputs(_shaped_for(graph, feeds), feeds)
+    return {name: np.zeros(shapes[name], np.float32) for name in missing}
 
 
-def _fed_batch(node: Node, feeds: dict) -> int:
-    """N of a recurrent layer: axis 1 of its x or its cont where the caller feeds them (the
-    words' embedding, say, is computed, but the cont beside it is a net input)."""
-    cont = read_cont(node)
-    for value in (node.inputs[0], *([cont.value] if cont else [])):
-        if value.name in feeds and np.ndim(feeds[value.name]) > 1:
-            return int(np.shape(feeds[value.name])[1])
-    return node.inputs[0].shape[1]
+def _shaped_for(graph: Graph, feeds: dict) -> Graph:
+    """``graph``, or a copy shaped for the fed shapes with the unfed states following their
+    layers; feeds that do not fit leave ``graph`` (the check of the feeds says why)."""
+    fed = {value.name: tuple(np.shape(feeds[value.name])) for value in graph.inputs
+           if value.name in feeds and np.ndim(feeds[value.name]) == len(value.shape)}
+    if all(fed[value.name] == value.shape for value in graph.inputs if value.name in fed):
+        return graph
+    shaped = clone_graph(graph)
+    for value in shaped.inputs:
+        value.shape = fed.get(value.name, value.shape)
+    try:
+        return follow_states(shaped, feeds)
+    except CaffeLstmError:
+        return graph
 
 
 def needs_state_io(graph: Graph) -> bool:
