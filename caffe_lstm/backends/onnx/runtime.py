@@ -3,7 +3,7 @@ command works without it)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,14 @@ def run_model(model: str | Path | bytes | Any, feeds: Mapping[str, np.ndarray],
         ModelLoadError: a file onnxruntime cannot load.
         ExecutionError: inputs the model lacks or does not declare, or a run that fails.
     """
+    return session_runner(model, source, streamed)(feeds)
+
+
+def session_runner(model: str | Path | bytes | Any, source: str = "the exported model",
+                   streamed: Sequence[Streamed] = ()
+                   ) -> Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]:
+    """``run_model`` in two halves: the onnxruntime session made once (here), the function
+    running it on feeds as often as wanted (a benchmark's runs); raises as ``run_model``."""
     ort = import_module("onnxruntime")
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: warnings would clutter the CLI's output
@@ -59,6 +67,11 @@ def run_model(model: str | Path | bytes | Any, feeds: Mapping[str, np.ndarray],
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
         raise ModelLoadError(f"onnxruntime cannot load the model ({_first_line(exc)})",
                              source, "export it again with `caffe-lstm export`") from None
+    return lambda feeds: _run_session(session, feeds, source)
+
+
+def _run_session(session: Any, feeds: Mapping[str, np.ndarray], source: str
+                 ) -> dict[str, np.ndarray]:
     names = [i.name for i in session.get_inputs()]
     _check_feeds(names, feeds, source)
     arrays = {name: np.ascontiguousarray(feeds[name], dtype=np.float32) for name in names}

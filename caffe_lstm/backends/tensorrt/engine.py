@@ -7,9 +7,10 @@ without it. Its tests carry the ``gpu`` marker and skip on machines without a GP
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,10 @@ class EngineRunError(CaffeLstmError):
     """The engine was loaded but did not run (Polygraphy's or TensorRT's reason, in one line)."""
 
 
+#: One inference: the feeds by input name in, every output as float32 out.
+Infer = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+
+
 def run_engine(runtime: Runtime, engine_path: str | Path,
                feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Runs the engine once on ``feeds`` (by input name); returns every output as float32.
@@ -44,6 +49,14 @@ def run_engine(runtime: Runtime, engine_path: str | Path,
         ModelLoadError: an unreadable engine, or one of another runtime or version.
         EngineRunError: the engine failed on the GPU.
     """
+    with engine_session(runtime, engine_path) as infer:
+        return infer(feeds)
+
+
+@contextlib.contextmanager
+def engine_session(runtime: Runtime, engine_path: str | Path) -> Iterator[Infer]:
+    """The engine loaded on the GPU once, for many inferences (what ``run_engine`` does once,
+    and a benchmark many times); raises as ``run_engine``."""
     where = str(engine_path)
     # The GPU is checked first: no install fixes its absence, so a user lacking both learns
     # at once that this machine cannot run engines (and that --backend numpy can), instead of
@@ -61,7 +74,12 @@ def run_engine(runtime: Runtime, engine_path: str | Path,
         # TensorRT wants the runtime to outlive its engines: kept here until the run is over.
         trt_runtime = runtime.trt.Runtime(logger(runtime))
         engine = _deserialize(runtime, trt_runtime, engine_path)
-        return _infer(runtime, engine, feeds, where)
+        from polygraphy.backend.trt import TrtRunner
+
+        with _engine_errors(runtime, where), TrtRunner(engine) as runner:
+            declared = {name: _dims(shape) for name, (_, shape)
+                        in runner.get_input_metadata(use_numpy_dtypes=False).items()}
+            yield lambda feeds: _infer(runtime, runner, declared, feeds, where)
 
 
 def _import_polygraphy(runtime: Runtime, where: str) -> None:
@@ -126,19 +144,22 @@ def _deserialize(runtime: Runtime, trt_runtime: Any, path: str | Path) -> Any:
     return engine
 
 
-def _infer(runtime: Runtime, engine: Any, feeds: Mapping[str, np.ndarray],
-           where: str) -> dict[str, np.ndarray]:
-    """One inference with TrtRunner; the outputs copied to float32 host arrays."""
-    from polygraphy.backend.trt import TrtRunner
+def _infer(runtime: Runtime, runner: Any, declared: Mapping[str, Shape],
+           feeds: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    """One inference with an active TrtRunner; the outputs copied to float32 host arrays."""
+    with _engine_errors(runtime, where):
+        outputs = runner.infer(_complete_feeds(declared, feeds))
+        # Copies: the runner reuses its host buffers for the next inference.
+        return {name: np.array(array, dtype=np.float32) for name, array in outputs.items()}
+
+
+@contextlib.contextmanager
+def _engine_errors(runtime: Runtime, where: str) -> Iterator[None]:
+    """Polygraphy's failures as one EngineRunError line."""
     from polygraphy.exception import PolygraphyException
 
     try:
-        with TrtRunner(engine) as runner:
-            declared = {name: _dims(shape) for name, (_, shape)
-                        in runner.get_input_metadata(use_numpy_dtypes=False).items()}
-            outputs = runner.infer(_complete_feeds(declared, feeds))
-            # Copies: the runner reuses its host buffers for the next inference.
-            return {name: np.array(array, dtype=np.float32) for name, array in outputs.items()}
+        yield
     except PolygraphyException as exc:
         # TensorRT's own error, when it logged one, says more than Polygraphy's.
         errors = logger(runtime).errors
