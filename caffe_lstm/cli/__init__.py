@@ -16,6 +16,7 @@ from caffe_lstm.cli import export as _export  # noqa: F401
 from caffe_lstm.cli import weights as _weights  # noqa: F401
 from caffe_lstm.cli import triton as _triton  # noqa: F401
 from caffe_lstm.cli import serve as _serve  # noqa: F401
+from caffe_lstm.cli import bench as _bench  # noqa: F401
 
 __all__ = ["UserError", "cli", "main"]
 

@@ -39,6 +39,12 @@ def net_argument(func: Callable) -> Callable:
     return click.argument("net", metavar="NET.prototxt", type=_EXISTING_FILE)(func)
 
 
+def optional_net_argument(func: Callable) -> Callable:
+    """The net definition, where a command can do without one (``bench --triton``)."""
+    return click.argument("net", metavar="[NET.prototxt]", type=_EXISTING_FILE,
+                          required=False)(func)
+
+
 def weights_option(required: bool) -> Callable:
     return click.option("-w", "--weights", type=_EXISTING_FILE, required=required,
                         help="Trained weights (.caffemodel).")
@@ -51,13 +57,20 @@ STATIC_SHAPES = "caffe_lstm.static_shapes"
 
 def parse_dims(text: str, spec: str) -> tuple[int, ...]:
     """``10x3x227x227`` -> (10, 3, 227, 227); every dim an integer >= 1."""
+    return parse_counts(text, spec, "x", "dim")
+
+
+def parse_counts(text: str, spec: str, separator: str, noun: str) -> tuple[int, ...]:
+    """``text`` split at ``separator`` into integers >= 1 (``noun``: what each is, for the
+    message; ``spec``: the whole value given, quoted in it)."""
     try:
-        dims = tuple(int(d) for d in text.split("x"))
+        counts = tuple(int(part) for part in text.split(separator))
     except ValueError:
-        raise click.BadParameter(f"'{spec}': dims are integers joined by 'x'") from None
-    if min(dims) < 1:
-        raise click.BadParameter(f"'{spec}': every dim must be >= 1")
-    return dims
+        raise click.BadParameter(f"'{spec}': {noun}s are integers joined by "
+                                 f"'{separator}'") from None
+    if min(counts) < 1:
+        raise click.BadParameter(f"'{spec}': every {noun} must be >= 1")
+    return counts
 
 
 def parse_static_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -193,6 +206,33 @@ def opset_option(lead: str) -> Callable:
     """--opset: the ONNX opset (``lead`` says of which model)."""
     return click.option("--opset", type=int, default=DEFAULT_OPSET, show_default=True,
                         help=f"{lead} ({MIN_OPSET} to {MAX_OPSET}).")
+
+
+def backend_options(func: Callable) -> Callable:
+    """--backend, --engine and --onnx: what runs the net (``model_file`` checks them)."""
+    func = click.option("--onnx", "onnx_model", type=_EXISTING_FILE,
+                        help="The ONNX model for --backend onnxruntime (from `caffe-lstm "
+                             "export`).")(func)
+    func = click.option("--engine", type=_EXISTING_FILE,
+                        help="The engine for --backend tensorrt (from `caffe-lstm convert`)."
+                        )(func)
+    return click.option(
+        "--backend", type=click.Choice(["numpy", "tensorrt", "onnxruntime"]), default="numpy",
+        show_default=True,
+        help="numpy on the CPU, a built engine on a GPU (--engine), or an ONNX model with "
+             "onnxruntime (--onnx; without it the net is exported in memory).")(func)
+
+
+def model_file(backend: str, engine: Path | None, onnx_model: Path | None) -> Path | None:
+    """The model file --backend runs (None: the net itself); a usage error for --engine or
+    --onnx given without their backend, or tensorrt without an engine."""
+    if backend == "tensorrt" and engine is None:
+        raise click.UsageError("--backend tensorrt needs --engine MODEL.engine")
+    if engine is not None and backend != "tensorrt":
+        raise click.UsageError("--engine goes with --backend tensorrt")
+    if onnx_model is not None and backend != "onnxruntime":
+        raise click.UsageError("--onnx goes with --backend onnxruntime")
+    return engine if backend == "tensorrt" else onnx_model
 
 
 def input_options(func: Callable) -> Callable:

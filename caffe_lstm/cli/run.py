@@ -8,9 +8,9 @@ import click
 import numpy as np
 
 from caffe_lstm.cli.group import cli
-from caffe_lstm.cli.options import (GlobalOptions, input_options, load, net_argument,
-                                    pass_options, runtime_option, selection_options,
-                                    state_option, weights_option)
+from caffe_lstm.cli.options import (GlobalOptions, backend_options, input_options, load,
+                                    model_file, net_argument, pass_options, runtime_option,
+                                    selection_options, state_option, weights_option)
 from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.cli.requires import require_onnxruntime
 from caffe_lstm.files import save_npz
@@ -25,15 +25,7 @@ from caffe_lstm.options import State
 @state_option(State.ZERO, State.IO, default=State.ZERO)
 @click.option("--original", is_flag=True,
               help="Execute recurrent layers from their equations instead of the rewritten graph.")
-@click.option("--backend", type=click.Choice(["numpy", "tensorrt", "onnxruntime"]),
-              default="numpy", show_default=True,
-              help="numpy on the CPU, a built engine on a GPU (--engine), or an ONNX model with "
-                   "onnxruntime (--onnx; without it the net is exported in memory).")
-@click.option("--engine", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The engine for --backend tensorrt (from `caffe-lstm convert`).")
-@click.option("--onnx", "onnx_model", type=click.Path(exists=True, dir_okay=False,
-                                                      path_type=Path),
-              help="The ONNX model for --backend onnxruntime (from `caffe-lstm export`).")
+@backend_options
 @runtime_option("The runtime the engine was built for;")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every net output to this .npz.")
@@ -47,10 +39,7 @@ def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: s
     By default the rewritten graph runs (primitive layers and loops). Each run is one Caffe
     Forward call from zero recurrent state.
     """
-    if backend == "tensorrt" and engine is None:
-        raise click.UsageError("--backend tensorrt needs --engine MODEL.engine")
-    if onnx_model is not None and backend != "onnxruntime":
-        raise click.UsageError("--onnx goes with --backend onnxruntime")
+    model_file(backend, engine, onnx_model)
     if backend == "onnxruntime":
         require_onnxruntime()  # a missing onnxruntime fails before the net is read
     loaded = load(net, weights, outputs, phase, stages)
