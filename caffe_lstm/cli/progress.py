@@ -37,7 +37,8 @@ def progress_display(options: GlobalOptions) -> Iterator[Progress | None]:
 
 class _Bars:
     """One click progress bar per phase, drawn on one line: a phase that comes back (the
-    layers after a loop's steps) finds its bar where it left it."""
+    layers after a loop's steps) finds its bar where it left it; one that starts over (a
+    second loop of the same name, a TensorRT phase run again) gets a new bar."""
 
     def __init__(self) -> None:
         self.bars: dict[str, Any] = {}  # click's ProgressBar
@@ -46,7 +47,7 @@ class _Bars:
 
     def show(self, phase: str, done: int, total: int) -> None:
         bar = self.bars.get(phase)
-        if bar is None or bar.length != max(total, 1):
+        if bar is None or bar.length != max(total, 1) or done < bar.pos:  # new, or again
             bar = self.bars[phase] = click.progressbar(
                 length=max(total, 1), label=phase[:40], file=sys.stderr, show_pos=True,
                 width=24)
