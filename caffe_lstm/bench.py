@@ -86,11 +86,14 @@ def time_net(net: Net, backend: str = "numpy", *, inputs: Inputs = None, seed: i
                              "backend=", "numpy and onnxruntime run on the CPU, tensorrt on a GPU")
     if iterations < 1 or warmup < 0:
         raise CaffeLstmError(f"iterations={iterations}, warmup={warmup}: iterations must be at "
-                             "least 1 and warmup at least 0", "bench",
+                             "least 1 and warmup at least 0", "iterations=",
                              "time one run or more")
     if backend == "tensorrt" and model is None:
         raise CaffeLstmError("the tensorrt backend times a built engine; none was given",
                              "model=", "build one with Net.build_engine (caffe-lstm convert)")
+    if backend == "numpy" and model is not None:
+        raise CaffeLstmError(f"the numpy backend runs the net itself, not the model {model}",
+                             "model=", "time the model with the onnxruntime or tensorrt backend")
     stated = net.with_state_io() if State.parse(state, "state") is State.IO else net
     graph, feeds = _fed_rewritten(stated, inputs, seed)
     shapes = {name: tuple(np.shape(array)) for name, array in feeds.items()}

@@ -114,6 +114,31 @@ def test_bench_usage_errors(invoke, args, needle):
     assert result.exit_code == 2 and needle in result.stderr, result.stderr
 
 
+def test_timing_figures_worked_out_by_hand():
+    """Four runs of 1, 2, 3 and 4 ms: numpy's linear percentiles, 400 runs per second."""
+    from caffe_lstm.bench import Timing
+
+    timing = Timing("numpy", "rewritten graph", {}, 0, (0.004, 0.001, 0.003, 0.002), None)
+    assert timing.latency_ms == pytest.approx(
+        {"min": 1.0, "median": 2.5, "p90": 3.7, "p99": 3.97, "max": 4.0, "mean": 2.5})
+    assert timing.throughput == pytest.approx(400.0)
+    assert timing.as_dict()["iterations"] == 4
+
+
+@pytest.mark.parametrize("backend, kwargs, needle", [
+    ("cuda", {}, "backend 'cuda' is not one of numpy, onnxruntime, tensorrt"),
+    ("numpy", {"iterations": 0}, "iterations must be at least 1"),
+    ("tensorrt", {}, "the tensorrt backend times a built engine; none was given"),
+    ("numpy", {"model": "m.onnx"}, "the numpy backend runs the net itself"),
+])
+def test_time_net_refuses_what_it_cannot_time(backend, kwargs, needle):
+    from caffe_lstm import CaffeLstmError, load
+    from caffe_lstm.bench import time_net
+
+    with pytest.raises(CaffeLstmError, match=needle):
+        time_net(load(*SEQ), backend, **kwargs)
+
+
 # ---- a running Triton server ---------------------------------------------------------------------
 
 
