@@ -34,7 +34,7 @@ from caffe_lstm.ir.walk import Progress
 from caffe_lstm.layouts import export_layer, import_layer, layout_layer
 from caffe_lstm.ops import get_op, has_facet, noted_without_facet, recurrent_spec
 from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Profile, Route, Runtime, State
-from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
+from caffe_lstm.passes import DEFAULT_PIPELINE, refuse_hidden_states, run_passes
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
 
 
@@ -371,8 +371,9 @@ class Net:
 
     def _stated(self, state: State | str) -> Net:
         """A copy, with the states as inputs and outputs when ``state`` (resolved) is io."""
-        state = State.parse(state, "state")
-        if state is State.AUTO:  # io when some cont could be non-zero at t = 0
+        if (state := State.parse(state, "state")) is State.IO:
+            refuse_hidden_states(self.graph)  # asked for: no layer may keep its states inside
+        elif state is State.AUTO:  # io when some cont could be non-zero at t = 0
             state = State.IO if self.needs_state_io else State.ZERO
         return self.with_state_io() if state is State.IO else self.copy()
 

@@ -8,11 +8,14 @@ holding a subgraph (a Loop) gets the walker as ``ctx`` and shapes its body throu
 
 from __future__ import annotations
 
+import numpy as np
+
 from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import CaffeLstmError, ShapeError
 from caffe_lstm.ir.graph import Graph, Node, Shape, Value
 from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
+from caffe_lstm.ops.plugins import checked_results
 
 
 def infer_shapes(graph: Graph, allow_unknown: bool = False,
@@ -78,10 +81,17 @@ class ShapeInference(GraphWalker[Shape | None]):
             # A bug, not a user error: keep the traceback, but say which node it was.
             exc.add_note(f"while inferring shapes of {node.name} ({node.op})")
             raise
+        out_shapes = checked_results(node, "infer", out_shapes, _is_shape,
+                                     "shape (a tuple of ints)")
         _check_result_dims(node, out_shapes, expected)
         for value, shape in zip(node.outputs, out_shapes):
             value.shape = tuple(int(d) for d in shape)
         _ensure_weights(node, expected)
+
+
+def _is_shape(item: object) -> bool:
+    return isinstance(item, (tuple, list)) and all(
+        isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in item)
 
 
 def _check_input_shape(value: Value) -> None:

@@ -15,6 +15,7 @@ from caffe_lstm.errors import CaffeLstmError, ExecutionError, ModelLoadError
 from caffe_lstm.ir.graph import Graph, Node, Value, aligned
 from caffe_lstm.ir.walk import GraphWalker, Progress
 from caffe_lstm.ops import get_op
+from caffe_lstm.ops.plugins import checked_results, plugin_of, wrong_result
 
 
 class NumpyExecutor(GraphWalker[np.ndarray]):
@@ -85,7 +86,22 @@ class NumpyExecutor(GraphWalker[np.ndarray]):
             # A bug, not a user error: keep the traceback, but say which node was running.
             exc.add_note(f"while executing {node.name} ({node.op})")
             raise
-        return [np.asarray(array, dtype=np.float32) for array in results]
+        arrays = [np.asarray(array, dtype=np.float32)
+                  for array in checked_results(node, "numpy", results, _is_array, "array")]
+        if plugin_of(node.op) is not None:  # a plugin's numpy against its own infer
+            _check_shapes(node, arrays)
+        return arrays
+
+
+def _is_array(item: object) -> bool:
+    return isinstance(item, (np.ndarray, np.generic, int, float))
+
+
+def _check_shapes(node: Node, arrays: list[np.ndarray]) -> None:
+    for value, array in zip(node.outputs, arrays):
+        if value.shape is not None and tuple(array.shape) != tuple(value.shape):
+            raise wrong_result(node, "numpy", f"returned top '{value.name}' of shape "
+                               f"{tuple(array.shape)} where its infer facet says {value.shape}")
 
 
 def _weight(node: Node, value: Value) -> np.ndarray:

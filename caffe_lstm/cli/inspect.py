@@ -28,7 +28,7 @@ def inspect(options: GlobalOptions, net: Path, weights: Path | None, outputs: st
     Recurrent layers are listed as the ones the rewrite expands. Shapes that a data layer
     leaves open show as ?; fields the schema does not know are listed with -v and in --json.
     The plugins loaded (given with --plugin, or installed) are listed with the types they
-    define.
+    define, each with its origin and limits.
     """
     # Shapes a data layer leaves open are shown as unknown; the rewrite needs them all.
     loaded = load(net, weights, outputs, phase, stages, allow_unknown_shapes=not rewritten)
@@ -57,6 +57,8 @@ def _plugin_lines(plugins: list) -> list[str]:
             if plugin.overrides else ""
         lines.append(f"  {plugin.label}: {', '.join(plugin.types)}{replaced}"
                      f"  [{plugin.path or plugin.module}]")
+        lines += [f"    {op['type']}: origin {op['origin']}; limits: {op['limits'] or 'none'}"
+                  for op in plugin.ops()]
     return lines
 
 

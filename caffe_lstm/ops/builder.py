@@ -8,14 +8,16 @@ come from each op's own ``make_attrs``, so their names live in the op class only
 
 from __future__ import annotations
 
-from typing import Any
+import sys
 from collections.abc import Sequence
+from typing import Any
 
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops.activation import Clip, ReLU
 from caffe_lstm.ops.data import DummyData
 from caffe_lstm.ops.elementwise import Eltwise, Scale
 from caffe_lstm.ops.linear import InnerProduct
+from caffe_lstm.ops.registry import get_op
 from caffe_lstm.ops.shape import Concat, Reshape, Slice
 
 
@@ -24,17 +26,25 @@ class NodeBuilder:
 
     def __init__(self, graph: Graph, origin: str, where: str = "") -> None:
         self.graph, self.origin, self.where = graph, origin, where
+        #: ``id(node)`` -> ``file:line`` of the ``add`` call that built it (outside this module),
+        #: for the errors of an expansion's layers that the shapes refuse.
+        self.sites: dict[int, str] = {}
 
     def add(self, op: str, name: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None,
             weights: Sequence[Value] = (), tops: Sequence[str] | None = None,
             outputs: Sequence[Value] | None = None) -> list[Value]:
         """Appends one node; returns its output values (new ones named after ``tops``, or the
-        given ``outputs``, e.g. the tops of the layer being replaced)."""
+        given ``outputs``, e.g. the tops of the layer being replaced).
+
+        Raises:
+            TypeError: arguments of the wrong kind (a caller's bug: an expand facet's)."""
         if outputs is None:
             outputs = [Value(f"{self.origin}/{top}") for top in (tops or [name])]
+        _check_arguments(op, name, inputs, attrs, weights, outputs)
         node = Node(f"__{self.origin}/{name}", op, list(inputs), list(outputs), dict(attrs or {}),
                     list(weights), origin=self.origin, where=self.where)
         self.graph.nodes.append(node)
+        self.sites[id(node)] = _caller()
         return outputs
 
     def inner_product(self, name: str, x: Value, w: Value, b: Value | None = None,
@@ -89,3 +99,34 @@ class NodeBuilder:
                 output: Value | None = None) -> Value:
         attrs = Reshape.make_attrs(list(dims))
         return self.add("Reshape", name, [x], attrs, outputs=[output] if output else None)[0]
+
+
+def _check_arguments(op: str, name: str, inputs: Sequence[Value], attrs: Any,
+                     weights: Sequence[Value], outputs: Sequence[Value]) -> None:
+    """What ``add`` can check before any shape is known: a registered type, Values where
+    Values belong, attrs a dict of names, and as many bottoms and tops as the type takes."""
+    op_class = get_op(op) if isinstance(op, str) else None
+    if op_class is None:
+        raise TypeError(f"add({op!r}, {name!r}): no layer type {op!r} is registered")
+    if attrs is not None and (not isinstance(attrs, dict)
+                              or not all(isinstance(key, str) for key in attrs)):
+        raise TypeError(f"add({op!r}, {name!r}): attrs must be a dict of attribute names, "
+                        f"not {attrs!r:.60}")
+    for kind, values in (("inputs", inputs), ("weights", weights), ("outputs", outputs)):
+        if isinstance(values, Value) or not all(isinstance(v, Value) for v in values):
+            raise TypeError(f"add({op!r}, {name!r}): {kind} must be a list of Values, not "
+                            f"{values!r:.60}")
+    for kind, found, (low, high) in (("bottoms", len(inputs), op_class.n_bottoms),
+                                     ("tops", len(outputs), op_class.n_tops)):
+        if found < low or (high is not None and found > high):
+            allowed = f"{low}" if low == high else f"{low} to {high if high else 'any'}"
+            raise TypeError(f"add({op!r}, {name!r}): {found} {kind}, a {op} layer takes "
+                            f"{allowed}")
+
+
+def _caller() -> str:
+    """``file:line`` of the innermost frame outside this module (who called ``add``)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""

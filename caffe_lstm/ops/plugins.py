@@ -32,6 +32,8 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
+import linecache
 import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -119,10 +121,17 @@ class Plugin:
         source = f"entry point of {self.distribution}" if self.distribution else self.how
         return f"plugin '{self.name}' ({source})"
 
+    def ops(self) -> list[dict[str, str]]:
+        """Each type it defines with the class's ``origin`` and ``limits`` (what ``inspect``
+        shows)."""
+        return [{"type": op.type, "origin": op.origin, "limits": op.limits}
+                for op in map(get_op, self.types) if op is not None]
+
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "how": self.how, "module": self.module, "path": self.path,
                 "distribution": self.distribution or None, "types": list(self.types),
-                "overrides": list(self.overrides), "error": self.error or None}
+                "ops": self.ops(), "overrides": list(self.overrides),
+                "error": self.error or None}
 
 
 @dataclass
@@ -276,8 +285,87 @@ def refused_result(node: Node, facet: str, what: str, reason: str) -> CaffeLstmE
                               node.label, "a bug of caffe-lstm: please report it with the "
                               "prototxt")
     return PluginError(f"the {plugin.label} built {what} in the {facet} facet of "
-                       f"'{node.op}': {reason}", node.label,
+                       f"'{node.op}': {reason} ({facet_site(node.op, facet)})", node.label,
                        "a bug of the plugin, not of caffe-lstm: fix it or tell its author")
+
+
+def wrong_result(node: Node, facet: str, problem: str) -> CaffeLstmError:
+    """A facet that returned what its walker cannot take (``problem``: ``returned ...``): the
+    plugin's bug, named with the facet's own file:line, when a plugin owns the type."""
+    plugin = plugin_of(node.op)
+    if plugin is None:
+        return CaffeLstmError(f"the {facet} facet of '{node.op}' {problem}", node.label,
+                              "a bug of caffe-lstm: please report it with the prototxt")
+    return PluginError(f"the {facet} facet of '{node.op}' "
+                       f"({facet_site(node.op, facet, where_only=True)}) of the {plugin.label} "
+                       f"{problem}", node.label, "a bug of the plugin, not of caffe-lstm: fix "
+                       "it or tell its author (what each facet returns: docs/ops.md)")
+
+
+def checked_results(node: Node, facet: str, results: Any, is_item: Callable[[Any], bool],
+                    item: str) -> Sequence[Any]:
+    """``results`` of ``node``'s ``facet``, checked to be what every walker takes: a tuple (or
+    list) of one ``item`` per top. Anything else is the op's bug (``wrong_result``): a bare
+    item, a wrong count, a wrong kind of item."""
+    count = len(node.outputs)
+    if not isinstance(results, (tuple, list)) or (count and is_item(results)):
+        problem = f"returned a bare {_kind(results)} instead of a tuple of one {item} per top"
+    elif len(results) != count:
+        problem = f"returned {len(results)} {item}(s) for {count} top(s)"
+    elif wrong := [r for r in results if not is_item(r)]:
+        problem = (f"returned {_article(_kind(wrong[0]))} where {_article(item)} belongs (one "
+                   "per top)")
+    else:
+        return results
+    raise wrong_result(node, facet, problem)
+
+
+def _kind(thing: Any) -> str:
+    """``ndarray of shape (2, 3)``, ``tuple (2, 3)``, ``int 3``: what a facet returned, short."""
+    name = type(thing).__name__
+    if isinstance(getattr(thing, "shape", None), tuple):
+        return f"{name} of shape {thing.shape}"
+    text = repr(thing)
+    return f"{name} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def _article(text: str) -> str:
+    return f"{'an' if text[:1].lower() in 'aeiou' else 'a'} {text}"
+
+
+def class_site(op: type) -> str:
+    """``/path/frob.py:7``: where the op class is defined (its file alone if the source cannot
+    be read, "" for a class without a file)."""
+    try:
+        path = inspect.getsourcefile(op) or ""
+    except TypeError:
+        return ""
+    try:
+        return f"{path}:{_def_line(path, inspect.getsourcelines(op)[1], 'class ')}"
+    except (OSError, TypeError):
+        return path
+
+
+def facet_site(op_type: str, facet: str, where_only: bool = False) -> str:
+    """``/path/frob.py:12, in numpy`` (``where_only``: ``/path/frob.py:12``): where the facet
+    of ``op_type`` is defined."""
+    op = get_op(op_type)
+    function = getattr(op, facet, None) if op is not None else None
+    function = inspect.unwrap(function) if callable(function) else function
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return "" if where_only else f"in {facet}"
+    site = f"{code.co_filename}:{_def_line(code.co_filename, code.co_firstlineno, 'def ')}"
+    return site if where_only else f"{site}, in {facet}"
+
+
+def _def_line(path: str, first: int, keyword: str) -> int:
+    """The line of the ``def`` (``class``) itself, from ``first``, that of its first
+    decorator (``co_firstlineno``, ``getsourcelines``)."""
+    for line in range(first, first + 8):
+        if linecache.getline(path, line).lstrip().startswith(keyword):
+            return line
+    return first
 
 
 def failure(exc: BaseException, files: Sequence[str]) -> str:
@@ -292,9 +380,10 @@ def failure(exc: BaseException, files: Sequence[str]) -> str:
     inside = [t for t in frames if _under(t.tb_frame.f_code.co_filename, roots)]
     text = " ".join(str(exc).split())
     text = f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+    if isinstance(exc, SyntaxError) and exc.filename and not inside:
+        # the compiler's, before any frame of the file ran: its own place, not importlib's
+        return f"SyntaxError: {exc.msg} ({exc.filename}:{exc.lineno}:{exc.offset or 1})"
     if not (inside or frames):
-        if isinstance(exc, SyntaxError) and exc.filename:  # raised before any frame ran
-            return f"{text} ({exc.filename}:{exc.lineno})"
         return text
     frame = (inside or frames)[-1]
     code, module = frame.tb_frame.f_code, frame.tb_frame.f_globals.get("__name__", "?")

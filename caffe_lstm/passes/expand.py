@@ -11,6 +11,7 @@ from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ops import PluginError, get_op, has_facet
 from caffe_lstm.ops.plugins import plugin_of
 from caffe_lstm.ops.builder import NodeBuilder
+from caffe_lstm.passes.plugin_checks import check_plugin_expansion
 
 
 #: How deep expansions may nest (a layer expanding into layers that expand...): deeper is an
@@ -33,14 +34,24 @@ def expand_layers(graph: Graph, keep: Callable[[Node], bool] | None = None,
         if not has_facet(op, "expand") or (keep is not None and keep(node)):
             nodes.append(node)
             continue
-        scratch = Graph()
-        op.expand(NodeBuilder(scratch, node.name, node.where), node)
+        scratch = _expanded(node)
         # an expansion may itself hold expandable layers (a plugin's layer written as LSTMs)
         _expand_nested(scratch, node, depth)
         nodes.extend(scratch.nodes)
         changed = True
     graph.nodes = nodes
     return changed
+
+
+def _expanded(node: Node) -> Graph:
+    """The layers ``node``'s expand facet builds (a plugin's, checked by their shapes)."""
+    scratch = Graph()
+    builder = NodeBuilder(scratch, node.name, node.where)
+    get_op(node.op).expand(builder, node)
+    plugin = plugin_of(node.op)
+    if plugin is not None:
+        check_plugin_expansion(scratch, node, builder.sites, plugin)
+    return scratch
 
 
 def _expand_nested(scratch: Graph, node: Node, depth: int) -> None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from caffe_lstm.analysis.profiles import follow_states, state_inputs
-from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
-from caffe_lstm.ops import RecurrentSpec, recurrent_spec
+from caffe_lstm.ops import RecurrentSpec, get_op, recurrent_spec
+from caffe_lstm.ops.plugins import class_site, plugin_of
 from caffe_lstm.ops.recurrent import read_cont
 
 
@@ -22,6 +23,29 @@ def _exposable(node: Node) -> RecurrentSpec | None:
     """The recurrent metadata of a node whose states ``expose_hidden`` can expose, else None."""
     spec = recurrent_spec(node.op)
     return spec if spec is not None and spec.can_expose(node) else None
+
+
+def refuse_hidden_states(graph: Graph) -> None:
+    """Refuses ``state="io"`` for a net with a recurrent layer whose type cannot expose its
+    states: that layer would silently keep starting from zeros while the others carry state.
+
+    Raises:
+        UnsupportedLayerError: naming the first such layer (and its plugin, if one owns it).
+    """
+    for node in graph.nodes:
+        spec = recurrent_spec(node.op)
+        if spec is None or spec.is_exposed(node) or spec.can_expose(node):
+            continue
+        why = ("RecurrentSpec(exposable=False)" if not spec.exposable
+               else "a RecurrentSpec whose exposable_if refuses this layer")
+        plugin = plugin_of(node.op)
+        declared = (f"the {plugin.label} declares {why} for '{node.op}' at "
+                    f"{class_site(get_op(node.op))}" if plugin is not None
+                    else f"'{node.op}' has {why}")
+        raise UnsupportedLayerError(
+            f"state='io' makes every recurrent layer's states inputs and outputs, but this "
+            f"layer keeps them inside ({declared})", node.label,
+            "use state='zero' (each call starts from zero states)")
 
 
 def expose_recurrent_state(graph: Graph) -> bool:

@@ -28,6 +28,7 @@ from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
+from caffe_lstm.ops.plugins import checked_results, wrong_result
 
 #: A dim as the exported model knows it: a size, a symbolic name, or None (varies, unnamed).
 Dim = int | str | None
@@ -189,11 +190,13 @@ class OnnxContext(GraphWalker[str]):
         weights = [self._weight(value) for value in node.weights]
         outer, self.node = self.node, node
         try:
-            results = get_op(node.op).onnx(self, node, *names, *weights)
+            results = checked_results(node, "onnx", get_op(node.op).onnx(self, node, *names,
+                                                                         *weights),
+                                      lambda item: isinstance(item, str), "tensor name")
             tops = []
             for value, result in zip(node.outputs, results):
                 if result not in names and result != value.name:
-                    self.rename(result, value.name)
+                    self._rename_result(node, result, value.name)
                     result = value.name
                 tops.append(result)
             return tops
@@ -202,6 +205,15 @@ class OnnxContext(GraphWalker[str]):
             raise
         finally:
             self.node = outer
+
+    def _rename_result(self, node: Node, result: str, name: str) -> None:
+        """``rename`` for a facet's result: a name nothing in this graph makes is the facet's
+        bug, said as such (not as rename's KeyError)."""
+        try:
+            self.rename(result, name)
+        except KeyError:
+            raise wrong_result(node, "onnx", f"returned the tensor name {result!r}, which no "
+                               "node, initializer or bottom of the graph makes") from None
 
     def _weight(self, value: Value) -> str:
         """The initializer of a weight, made once per graph scope (the array in one copy).

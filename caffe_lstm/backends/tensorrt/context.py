@@ -15,6 +15,7 @@ import numpy as np
 from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op, refused_result
+from caffe_lstm.ops.plugins import checked_results
 
 
 class EmitContext(GraphWalker[Any]):
@@ -61,6 +62,8 @@ class EmitContext(GraphWalker[Any]):
             raise
         finally:
             self.node = outer
+        results = checked_results(node, "tensorrt", results,
+                                  lambda item: isinstance(item, self.trt.ITensor), "ITensor")
         self._check_shaped(node, results)
         taken = {tensor.name for tensor in tensors}
         for value, tensor in zip(node.outputs, results):

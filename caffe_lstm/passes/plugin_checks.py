@@ -1,0 +1,66 @@
+"""A plugin's expansion checked where it is built: the layers its ``expand`` facet appended
+through ``b.add`` are shaped at once by their own ``infer`` facets, so that a wrong op, attrs,
+bottoms or weights given to the builder is the plugin's error, at the line of its ``b.add``
+call, instead of a failure of some later pass blamed on the prototxt."""
+
+from __future__ import annotations
+
+from caffe_lstm.analysis.shapes import ShapeInference
+from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.ir.graph import Graph, Node
+from caffe_lstm.ops import PluginError
+from caffe_lstm.ops.plugins import Plugin
+
+HINT = ("a bug of the plugin, not of caffe-lstm: check the type, bottoms, attrs and weights "
+        "given to b.add (docs/ops.md)")
+
+
+def check_plugin_expansion(scratch: Graph, node: Node, sites: dict[int, str],
+                           plugin: Plugin) -> None:
+    """Shapes the layers ``plugin``'s expansion of ``node`` built (``scratch``; ``sites``: the
+    ``b.add`` call of each) from ``node``'s bottoms; the tops must keep the shapes the op's own
+    ``infer`` gave. Skipped when a bottom's shape is unknown (a net loaded with open shapes).
+
+    Raises:
+        PluginError: naming the plugin, the ``b.add`` call's file:line, the facet and the layer.
+    """
+    if any(value.shape is None for value in node.inputs):
+        return
+    promised = [value.shape for value in node.outputs]
+    inference = ShapeInference()
+    try:
+        for built in scratch.nodes:
+            _shape(inference, built, node, sites, plugin)
+        for value, shape in zip(node.outputs, promised):
+            if value.shape != shape:
+                raise _fault(plugin, node, f"computes top '{value.name}' of shape "
+                             f"{value.shape} where the op's infer facet says {shape}", "")
+    finally:
+        for value, shape in zip(node.outputs, promised):
+            value.shape = shape
+
+
+def _shape(inference: ShapeInference, built: Node, node: Node, sites: dict[int, str],
+           plugin: Plugin) -> None:
+    had_weights = bool(built.weights)
+    where = sites.get(id(built), "")
+    try:
+        inference.visit(built, [value.shape for value in built.inputs])
+    except PluginError:
+        raise  # a plugin's own facet of a layer it built: named already
+    except Exception as exc:
+        reason = exc.what if isinstance(exc, CaffeLstmError) else \
+            f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        raise _fault(plugin, node, f"built layer '{built.name}' ({built.op}) that its type "
+                     f"refuses: {reason}", where) from exc
+    if not had_weights and built.weights:
+        names = ", ".join(value.name.rsplit("/", 1)[-1] for value in built.weights)
+        built.weights = []
+        raise _fault(plugin, node, f"built layer '{built.name}' ({built.op}) without the "
+                     f"weights its type needs ({names})", where)
+
+
+def _fault(plugin: Plugin, node: Node, problem: str, where: str) -> PluginError:
+    site = f" ({where}, in expand)" if where else ""
+    return PluginError(f"the expand facet of '{node.op}' of the {plugin.label} {problem}{site}",
+                       node.label, HINT)

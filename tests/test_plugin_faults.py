@@ -1,0 +1,278 @@
+"""A plugin's faults are the plugin's, in one line (issue 21, acceptance 5): a facet returning
+what its walker cannot take (a bare value, a wrong count, a wrong kind), a numpy output that
+contradicts the op's own ``infer``, an ONNX tensor name nothing makes, a syntax error, a
+recurrent type asked for states it cannot expose. Each through the CLI on a small plugin file
+written here: one ``error:`` line naming the plugin's file:line, the facet and the layer, exit 1,
+no traceback without --debug, nothing written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
+from tests.helpers import assert_one_error_line, run_cli
+
+NET = """
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "frob" type: "Frobnicate" bottom: "x" top: "y" }
+"""
+
+#: y = 2·x in every facet; {infer}, {numpy}, {tensorrt}, {onnx}: each facet's return line.
+PLUGIN = '''import numpy as np
+from caffe_lstm.ops import Op, register_op
+
+
+@register_op
+class Frobnicate(Op):
+    """y = 2·x"""
+    type = "Frobnicate"
+
+    @staticmethod
+    def infer(ctx, node, x):
+        return {infer}
+
+    @staticmethod
+    def numpy(ctx, node, x):
+        return {numpy}
+
+    @staticmethod
+    def tensorrt(ctx, node, x):
+        two = ctx.constant(np.full((1, 1), 2, np.float32))
+        return {tensorrt}
+
+    @staticmethod
+    def onnx(ctx, node, x):
+        two = ctx.constant(np.full((1, 1), 2, np.float32))
+        return {onnx}
+'''
+RIGHT = {"infer": "(x,)", "numpy": "(x * 2,)",
+         "tensorrt": "(ctx.out(ctx.network.add_elementwise(x, two, "
+                     "ctx.trt.ElementWiseOperation.PROD)),)",
+         "onnx": '(ctx.add("Mul", [x, two])[0],)'}
+#: The line of each facet's ``def`` in PLUGIN (what the error points at).
+DEF_LINE = {"infer": 11, "numpy": 15, "tensorrt": 19, "onnx": 24}
+#: The command that calls each facet, and what it would write.
+COMMAND = {"infer": ("inspect",), "numpy": ("run", "-o", "out.npz"),
+           "tensorrt": ("convert", "-o", "net.engine"), "onnx": ("export", "-o", "net.onnx")}
+
+
+def write_files(tmp_path: Path, **facets: str) -> tuple[Path, Path, Path]:
+    net, weights, plugin = (tmp_path / "net.prototxt", tmp_path / "net.caffemodel",
+                            tmp_path / "frob.py")
+    net.write_text(NET)
+    write_caffemodel(weights, [])
+    plugin.write_text(PLUGIN.format(**{**RIGHT, **facets}))
+    return net, weights, plugin
+
+
+def fails_in(tmp_path: Path, facet: str, returned: str, *extra: str) -> str:
+    """The one error line of the command calling ``facet`` when it returns ``returned``;
+    checks the plugin, its file:line, the facet and the layer are named, nothing written."""
+    net, weights, plugin = write_files(tmp_path, **{facet: returned})
+    command, *output = COMMAND[facet]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    args = [command, net, "-w", weights, "--plugin", plugin, *extra,
+            *[tmp_path / o if o != "-o" else o for o in output]]
+    line = assert_one_error_line(run_cli(*args))
+    assert (f"the {facet} facet of 'Frobnicate' ({plugin}:{DEF_LINE[facet]}) of the plugin "
+            f"'{plugin}' (file) returned") in line, line
+    assert "layer 'frob' (Frobnicate)" in line and "a bug of the plugin" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    return line
+
+
+def test_the_right_plugin_runs(tmp_path):
+    """The plugin the faults below break: every command takes it as written."""
+    net, weights, plugin = write_files(tmp_path)
+    for command, *output in COMMAND.values():
+        done = run_cli(command, net, "-w", weights, "--plugin", plugin,
+                       *[tmp_path / o if o != "-o" else o for o in output])
+        assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("facet, returned, found", [
+    ("infer", "x", "returned a bare tuple (2, 3) instead of a tuple of one shape"),
+    ("numpy", "x * 2", ("returned a bare ndarray of shape (2, 3) instead of a tuple of one array "
+                       "per top")),
+    ("tensorrt", ("ctx.out(ctx.network.add_elementwise(x, two, "
+                 "ctx.trt.ElementWiseOperation.PROD))"),
+     "returned a bare ITensor"),
+    ("onnx", 'ctx.add("Mul", [x, two])[0]', "returned a bare str 'frob"),
+])
+def test_a_bare_value_instead_of_a_tuple(tmp_path, facet, returned, found):
+    assert found in fails_in(tmp_path, facet, returned)
+
+
+@pytest.mark.parametrize("facet, returned, found", [
+    ("numpy", "(x, x)", "returned 2 array(s) for 1 top(s)"),
+    ("tensorrt", "(x, x)", "returned 2 ITensor(s) for 1 top(s)"),
+    ("onnx", "()", "returned 0 tensor name(s) for 1 top(s)"),
+    ("infer", "(x, x)", "returned 2 shape (a tuple of ints)(s) for 1 top(s)"),
+])
+def test_a_wrong_count(tmp_path, facet, returned, found):
+    assert found in fails_in(tmp_path, facet, returned)
+
+
+@pytest.mark.parametrize("facet, returned, found", [
+    ("infer", "((2.5, 3),)", "returned a tuple (2.5, 3) where a shape (a tuple of ints) belongs"),
+    ("numpy", "([1, 2],)", "returned a list [1, 2] where an array belongs"),
+    ("tensorrt", "(3,)", "returned an int 3 where an ITensor belongs"),
+    ("onnx", "(x.encode(),)", "returned a bytes b'x' where a tensor name belongs"),
+])
+def test_a_wrong_kind_of_result(tmp_path, facet, returned, found):
+    assert found in fails_in(tmp_path, facet, returned)
+
+
+def test_an_onnx_name_nothing_makes(tmp_path):
+    line = fails_in(tmp_path, "onnx", '("no_such_tensor",)')
+    assert "returned the tensor name 'no_such_tensor', which no node, initializer or bottom" \
+        in line and "KeyError" not in line
+
+
+def test_a_numpy_output_contradicting_the_op_s_infer(tmp_path):
+    line = fails_in(tmp_path, "numpy", "(x[:1] * 2,)")
+    assert "returned top 'y' of shape (1, 3) where its infer facet says (2, 3)" in line
+
+
+def test_debug_shows_where_it_was_checked(tmp_path):
+    net, weights, plugin = write_files(tmp_path, numpy="x * 2")
+    done = run_cli("--debug", "run", net, "-w", weights, "--plugin", plugin)
+    assert done.returncode == 1 and "Traceback" in done.stderr and "PluginError" in done.stderr
+
+
+def test_a_syntax_error_is_at_the_plugin_s_line(tmp_path):
+    net, weights, plugin = write_files(tmp_path)
+    plugin.write_text(plugin.read_text().replace("def numpy(ctx, node, x):",
+                                                 "def numpy(ctx, node, x:"))
+    line = assert_one_error_line(run_cli("inspect", net, "--plugin", plugin))
+    assert f"failed to load: SyntaxError: '(' was never closed ({plugin}:15:" in line, line
+    assert "frozen" not in line and "importlib" not in line
+
+
+HIDDEN = '''from caffe_lstm.ops import Op, RecurrentSpec, get_op, register_op
+
+
+@register_op
+class HiddenLSTM(Op):
+    """Caffe's LSTM, declared unable to expose its states."""
+    type = "HiddenLSTM"
+    param = "recurrent_param"
+    n_bottoms = (2, 2)
+    recurrent = RecurrentSpec(states=("h", "c"), static_bottom=None, exposable=False)
+    tensorrt_missing_reason = onnx_missing_reason = "expanded into an LSTM"
+    parse = staticmethod(lambda ctx, p: get_op("LSTM").parse(ctx, p))
+    infer = staticmethod(lambda ctx, node, *shapes: get_op("LSTM").infer(ctx, node, *shapes))
+    blobs = staticmethod(lambda ctx, node, *shapes: get_op("LSTM").blobs(ctx, node, *shapes))
+    numpy = staticmethod(lambda ctx, node, *arrays: get_op("LSTM").numpy(ctx, node, *arrays))
+
+    @staticmethod
+    def expand(b, node):
+        b.add("LSTM", "lstm", node.inputs, node.attrs, node.weights, outputs=node.outputs)
+'''
+
+HIDDEN_NET = """
+layer { name: "in" type: "Input" top: "x" top: "cont"
+        input_param { shape { dim: 4 dim: 2 dim: 3 } shape { dim: 4 dim: 2 } } }
+layer { name: "hidden" type: "HiddenLSTM" bottom: "x" bottom: "cont" top: "h"
+        recurrent_param { num_output: 5 weight_filler { type: "uniform" min: -0.5 max: 0.5 } } }
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "convert", "export"])
+def test_state_io_on_a_type_that_cannot_expose_names_the_layer(tmp_path, command):
+    plugin, net, weights = tmp_path / "hidden.py", tmp_path / "net.prototxt", \
+        tmp_path / "net.caffemodel"
+    plugin.write_text(HIDDEN)
+    net.write_text(HIDDEN_NET)
+    done = run_cli("weights", "init", net, "-o", weights, "--plugin", plugin)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    line = assert_one_error_line(run_cli(command, net, "-w", weights, "--plugin", plugin,
+                                         "--state", "io", "-o", out))
+    assert ("--state io makes every recurrent layer's states inputs and outputs, but this "
+            "layer keeps them inside") in line
+    assert (f"the plugin '{plugin}' (file) declares RecurrentSpec(exposable=False) for "
+            f"'HiddenLSTM' at {plugin}:5") in line
+    assert "layer 'hidden' (HiddenLSTM)" in line and "--state zero" in line
+    assert not out.exists()
+    done = run_cli(command, net, "-w", weights, "--plugin", plugin, "-o", out)
+    assert done.returncode == 0, done.stderr  # without --state io: zero states, as declared
+
+
+def test_inspect_shows_each_plugin_type_s_origin_and_limits(tmp_path):
+    net, _, plugin = write_files(tmp_path)
+    plugin.write_text(plugin.read_text().replace(
+        '    type = "Frobnicate"\n',
+        '    type = "Frobnicate"\n    origin = "a fork, someone/caffe@abc1234"\n'
+        '    limits = "2-D bottoms only"\n'))
+    done = run_cli("inspect", net, "--plugin", plugin)
+    assert done.returncode == 0, done.stderr
+    assert "    Frobnicate: origin a fork, someone/caffe@abc1234; limits: 2-D bottoms only" \
+        in done.stdout.splitlines()
+    done = run_cli("inspect", net, "--plugin", plugin, "--json")
+    assert '"origin": "a fork, someone/caffe@abc1234"' in done.stdout
+
+
+@pytest.mark.parametrize("facet", ["infer", "numpy", "tensorrt", "onnx"])
+def test_a_facet_that_raises_is_the_plugin_s_error_at_its_line(tmp_path, facet):
+    net, weights, plugin = write_files(tmp_path, **{facet: "{}['missing']"})
+    command, *output = COMMAND[facet]
+    line = assert_one_error_line(run_cli(
+        command, net, "-w", weights, "--plugin", plugin,
+        *[tmp_path / o if o != "-o" else o for o in output]))
+    raised = DEF_LINE[facet] + (2 if facet in ("tensorrt", "onnx") else 1)
+    assert (f"the plugin '{plugin}' (file) failed in the {facet} facet of 'Frobnicate': "
+            f"KeyError: 'missing' ({plugin}:{raised}, in {facet}") in line, line
+    assert "layer 'frob' (Frobnicate)" in line
+    assert not (tmp_path / "out.npz").exists() and not (tmp_path / "net.engine").exists() \
+        and not (tmp_path / "net.onnx").exists()
+
+
+#: A recurrent type expanding into Caffe's LSTM: {expand} is the body of its expand facet.
+EXPANDING = HIDDEN.replace(
+    '''        b.add("LSTM", "lstm", node.inputs, node.attrs, node.weights, outputs=node.outputs)
+''', "{expand}\n")
+
+
+@pytest.mark.parametrize("expand, found", [
+    ('        {}["boom"]',
+     "failed in the expand facet of 'HiddenLSTM': KeyError: 'boom' ({plugin}:19, in expand"),
+    (('        b.add("LSTM", "lstm", node.inputs, {"num_outputs": 5}, node.weights,\n'
+     '              outputs=node.outputs)'),
+     ("the expand facet of 'HiddenLSTM' of the plugin '{plugin}' (file) built layer "
+     "'__hidden/lstm' (LSTM) that its type refuses: KeyError: 'num_output' ({plugin}:19, "
+     "in expand)")),
+    ('        b.add("LSTM", "lstm", node.inputs, node.attrs, outputs=node.outputs)',
+     ("built layer '__hidden/lstm' (LSTM) without the weights its type needs (W_xc, b_c, W_hc) "
+     "({plugin}:19, in expand)")),
+    (('        b.add("LSTM", "lstm", node.inputs, dict(node.attrs, num_output=6), node.weights,\n'
+     '              outputs=node.outputs)'),
+     "built layer '__hidden/lstm' (LSTM) that its type refuses: blob"),
+    (('        b.add("LSTM", "lstm", node.inputs[:1], node.attrs, node.weights,\n'
+     '              outputs=node.outputs)'),
+     ("failed in the expand facet of 'HiddenLSTM': TypeError: add('LSTM', 'lstm'): 1 bottoms, "
+     "a LSTM layer takes 2 to ")),
+    (('        b.add("Lstm2", "lstm", node.inputs, node.attrs, node.weights, '
+     'outputs=node.outputs)'),
+     "TypeError: add('Lstm2', 'lstm'): no layer type 'Lstm2' is registered ({plugin}:19"),
+    (('        b.add("LSTM", "lstm", node.inputs, [("num_output", 5)], node.weights,\n'
+     '              outputs=node.outputs)'),
+     "TypeError: add('LSTM', 'lstm'): attrs must be a dict of attribute names"),
+])
+def test_an_expansion_s_faults_are_the_plugin_s_at_its_b_add_line(tmp_path, expand, found):
+    """An exception in expand, and layers built with attrs, weights, bottoms or a type that
+    caffe-lstm cannot take: the plugin's error at the line of its b.add call, not a failure
+    of a later pass blamed on the prototxt."""
+    plugin, net, weights = tmp_path / "expanding.py", tmp_path / "net.prototxt", \
+        tmp_path / "net.caffemodel"
+    plugin.write_text(EXPANDING.format(expand=expand))
+    net.write_text(HIDDEN_NET)
+    assert run_cli("weights", "init", net, "-o", weights, "--plugin", plugin).returncode == 0
+    out = tmp_path / "out.npz"
+    line = assert_one_error_line(run_cli("run", net, "-w", weights, "--plugin", plugin,
+                                         "-o", out))
+    assert found.format(plugin=plugin) in line, line
+    assert "layer 'hidden' (HiddenLSTM)" in line and not out.exists()
