@@ -776,6 +776,100 @@ def apollocaffe_lstm_unit(x, c_prev, w_input, w_input_gate, w_forget_gate, w_out
     return h, c
 
 
+def jolibrain_continuation_indicator(bottom_shape, time_step, axis):
+    """jolibrain/caffe@23928c0 ContinuationIndicatorLayer: mini_batch_ = bottom shape(axis)
+    (Blob::shape: a negative axis counts from the end), top (time_step, mini_batch_) written in
+    order: 0 at t = 0, 1 after."""
+    mini_batch = bottom_shape[axis]
+    top = np.zeros(time_step * mini_batch, np.float32)
+    index = 0
+    for t in range(time_step):
+        for _ in range(mini_batch):
+            top[index] = 0.0 if t == 0 else 1.0
+            index += 1
+    return top.reshape(time_step, mini_batch)
+
+
+def curve_text_convert(x):
+    """Yuliang-Liu/Curve-Text-Detector@2126a66 ConvertLayer::Forward_cpu: sampleNum = shape(0),
+    dimNum = shape(1), widthNum = the last axis; cont[tv·S + sv] = (tv > 0) and
+    top[wv·S·D + sv·D + dv] = bottom[sv·D·W + dv·W + wv]. Returns top (W, S, D), cont (W, S)."""
+    samples, dims, width = x.shape[0], x.shape[1], x.shape[-1]
+    bottom = np.asarray(x, np.float32).reshape(-1)
+    top = np.zeros(width * samples * dims, np.float32)
+    cont = np.zeros(width * samples, np.float32)
+    for tv in range(width):
+        for sv in range(samples):
+            cont[tv * samples + sv] = 0 if tv == 0 else 1
+    for sv in range(samples):
+        for dv in range(dims):
+            for wv in range(width):
+                top[wv * samples * dims + sv * dims + dv] = \
+                    bottom[sv * dims * width + dv * width + wv]
+    return top.reshape(width, samples, dims), cont.reshape(width, samples)
+
+
+def charleen_transpose(x, transposetype, batch_size=1, local_connected_num=8, height=77):
+    """Charleen777/caffecode@bd3648c (dev) TransposeLayer: Reshape and Forward_cpu of the modes
+    LSTMINPUT, LSTMOUTPUT and GRIDLSTM, scalar loops over the flat buffers as there."""
+    bottom = np.asarray(x, np.float32).reshape(-1)
+    shape = tuple(x.shape) + (1,) * (4 - x.ndim)
+    if transposetype == "LSTMINPUT":
+        num, channels, spatial = shape[0], shape[1], shape[2] * shape[3]
+        top = np.zeros(bottom.size, np.float32)
+        for n in range(num):
+            offset = bottom.size // num * n
+            for c in range(channels):
+                for i in range(spatial):
+                    top[offset + i * channels + c] = bottom[offset + c * spatial + i]
+        return top.reshape(num * spatial, channels)
+    if transposetype == "LSTMOUTPUT":
+        top_shape = (batch_size, x.shape[1], height, x.shape[0] // batch_size // height)
+        spatial, channels = top_shape[2] * top_shape[3], top_shape[1]
+        top = np.zeros(bottom.size, np.float32)
+        for n in range(top_shape[0]):
+            offset = bottom.size // top_shape[0] * n
+            for c in range(channels):
+                for i in range(spatial):
+                    top[offset + c * spatial + i] = bottom[offset + i * channels + c]
+        return top.reshape(top_shape)
+    assert transposetype == "GRIDLSTM" and local_connected_num == 8
+    spatial, channels = x.shape[0] // batch_size, x.shape[1]
+    each_channel = channels // local_connected_num
+    trans_offset = [-height - 1, -height, -height + 1, -1, 1, height - 1, height, height + 1]
+    top = np.zeros(bottom.size, np.float32)
+    for n in range(batch_size):
+        offset = bottom.size // batch_size * n
+        for i in range(spatial):
+            for ln in range(local_connected_num):
+                trans_index = i + trans_offset[ln]
+                if 0 < trans_index < spatial:
+                    for c in range(each_channel):
+                        top[offset + i * channels + ln * each_channel + c] = bottom[
+                            offset + trans_index * channels
+                            + (local_connected_num - ln - 1) * each_channel + c]
+    return top.reshape(x.shape)
+
+
+def deepdiary_caption_input(img, sent, w_e, b_e, w_s, sequence_len):
+    """fanchenyou/deepdiary@dba4d93 CaptionInputLayer::Forward_cpu on a fresh (zeroed) top:
+    X[0] = img·Weᵀ + be (two gemms), then X[t, n] = Ws[int(sent[n, t − 1])] where the id is
+    ≥ 0. Returns the top (T·N, H)."""
+    num, steps = img.shape[0], sequence_len + 1
+    hidden = w_e.shape[0]
+    x = np.zeros((steps, num, hidden), np.float32)
+    image = np.asarray(img, np.float64).reshape(num, -1)
+    for n in range(num):
+        x[0, n] = image[n] @ np.asarray(w_e, np.float64).T + b_e
+    words = np.asarray(sent, np.float32).reshape(num, steps - 1)
+    for t in range(1, steps):
+        for n in range(num):
+            word_id = int(words[n, t - 1])  # C's conversion: toward zero
+            if word_id >= 0:
+                x[t, n] = w_s[word_id]
+    return x.reshape(steps * num, hidden)
+
+
 # ---- the project's own metadata and tools -------------------------------------------------------
 
 

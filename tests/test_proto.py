@@ -40,6 +40,8 @@ ADDED_MESSAGES = {
     "PSROIPoolingParameter",
     "LSTMSimpleParameter",
     "LstmUnitParameter",
+    "ZerosDataParameter",
+    "CaptionInputParameter",
     # Our Loop layer (Part D).
     "LoopParameter",
     "LoopState",
@@ -61,6 +63,8 @@ ADDED_FIELDS = {
     ("LayerParameter", "psroi_pooling_param"): 10001,   # R-FCN's own number
     ("LayerParameter", "lstm_simple_param"): 8266743,
     ("LayerParameter", "lstm_unit_param"): 8266744,
+    ("LayerParameter", "zeros_data_param"): 8266745,
+    ("LayerParameter", "caption_input_param"): 8266746,
     # Our recurrent extension (Part C).
     ("RecurrentParameter", "candidate_activation"): 1001,
     ("RecurrentParameter", "cell_activation"): 1002,
@@ -72,6 +76,7 @@ ADDED_FIELDS = {
     ("RecurrentParameter", "num_layers"): 2001,
     ("RecurrentParameter", "engine"): 2002,
     ("RecurrentParameter", "dropout_ratio"): 2003,
+    ("RecurrentParameter", "dropout_seed"): 2004,
     # Our Loop layer (Part D), written by `caffe-lstm rewrite`.
     ("LayerParameter", "loop_param"): 1100,
 }
@@ -167,14 +172,15 @@ def test_master_counts_match_upstream():
 
 
 def test_total_counts():
-    # Master + additions: 14 fork messages with 37 + 22 + 11 fields (Interp 6,
-    # SpatialTransformer 11, Repeat 2, PSROIPooling 3; LSTMSimple 6, LstmUnit 5), 2 Loop
-    # messages with 6 + 3 fields, 24 added fields, 2 enums with 5 + 3 values.
-    assert len(FILE.message_type) == 63 + 14 + 2
-    assert sum(len(m.field) for m in FILE.message_type) == 423 + 24 + 37 + 22 + 11 + 6 + 3
+    # Master + additions: 16 fork messages with 37 + 22 + 11 + 12 fields (Interp 6,
+    # SpatialTransformer 11, Repeat 2, PSROIPooling 3; LSTMSimple 6, LstmUnit 5; Transpose's
+    # grid modes 4, ZerosData 1, CaptionInput 7), 2 Loop messages with 6 + 3 fields, 27 added
+    # fields, 3 enums with 5 + 3 + 4 values (TransposeType the third).
+    assert len(FILE.message_type) == 63 + 16 + 2
+    assert sum(len(m.field) for m in FILE.message_type) == 423 + 27 + 37 + 22 + 11 + 12 + 6 + 3
     enums = [e for _, e in _walk_enums()]
-    assert len(enums) == 26 + 2
-    assert sum(len(e.value) for e in enums) == 111 + 5 + 3
+    assert len(enums) == 26 + 3
+    assert sum(len(e.value) for e in enums) == 111 + 5 + 3 + 4
 
 
 # ---- spot checks of master facts -----------------------------------------------------------------

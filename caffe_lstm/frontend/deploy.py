@@ -12,7 +12,8 @@ graph is taken out of it the way people write deploy.prototxt by hand:
   types ending in ``Data`` such as ``VideoData``, and ``Python`` layers at the start of the net
   that only produce tops) become net inputs, shaped from their own parameters where Caffe fixes
   the shape (``data_layer_shapes``), else from ``--shape``, else left unknown; their tops no kept
-  layer needs (labels) are dropped. ``DummyData`` stays a constant, as in deploy nets.
+  layer needs (labels) are dropped. A ``...Data`` type that has an op here (``DummyData``, the
+  fork's ``ZerosData``) stays a constant, as in deploy nets.
 
 Everything else is untouched, and a net without data or training layers is left exactly as it
 is. ``--outputs`` still chooses the outputs when given.
@@ -26,12 +27,11 @@ from dataclasses import dataclass, field
 from caffe_lstm.errors import ShapeError, layer_where
 from caffe_lstm.frontend.importer import INPUT_TYPES, input_shapes, needed_layers
 from caffe_lstm.frontend.upgrade import LayerParameter, SourceLayer
+from caffe_lstm.ops import get_op
 
 #: Data layer types of upstream Caffe and its best-known forks; any other bottomless type
 #: ending in "Data" (VideoData, AnnotatedData, ...) is a data layer too.
 DATA_TYPES = frozenset({"Data", "ImageData", "HDF5Data", "MemoryData", "WindowData"})
-#: Constants the graph computes with (deploy nets use them as inputs that callers overwrite).
-CONSTANT_TYPES = frozenset({"DummyData"})
 SILENCE = "Silence"
 
 Shape = tuple[int, ...]
@@ -62,8 +62,9 @@ def data_layers(layers: Sequence[SourceLayer]) -> set[int]:
     found, at_start = set(), True
     for source in layers:
         layer = source.layer
-        reads = not layer.bottom and layer.top and layer.type not in CONSTANT_TYPES and (
-            layer.type in DATA_TYPES or layer.type.endswith("Data")
+        # a "...Data" type with an op here computes constants (DummyData, ZerosData): no data
+        reads = not layer.bottom and layer.top and (
+            layer.type in DATA_TYPES or (layer.type.endswith("Data") and get_op(layer.type) is None)
             or (layer.type == "Python" and at_start))
         if reads:
             found.add(id(source))

@@ -97,6 +97,8 @@ def check_supported(layers: Sequence[SourceLayer], file: str,
 SOURCELESS_FORK_TYPES = {
     "LSTMController": "JEDDi-Net's LSTM with a controller bottom, whose layer source is not "
                       "public",
+    "LSTMTopic": "JEDDi-Net's LSTM with a topic-controller bottom, whose layer source is not "
+                 "public",
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.frontend.textscan import LayerEntry, UnknownEntry
+from caffe_lstm.ops.spellings import registered_type
 from caffe_lstm.proto import caffe_pb2
 
 LayerParameter = caffe_pb2.LayerParameter
@@ -101,7 +102,7 @@ def upgrade_net(net: caffe_pb2.NetParameter, entries: list[LayerEntry], where: s
         layers = [SourceLayer(_v1_to_v2(_v0_to_v1(v1, where), where), entry.line,
                               list(entry.unknown)) for v1, entry in v1_layers]
     else:
-        layers = [SourceLayer(_copy(layer), entry.line, list(entry.unknown))
+        layers = [SourceLayer(_with_fork_spelling(_copy(layer)), entry.line, list(entry.unknown))
                   for layer, entry in zip(net.layer, entries)]
     head = caffe_pb2.NetParameter()
     head.CopyFrom(net)
@@ -109,6 +110,13 @@ def upgrade_net(net: caffe_pb2.NetParameter, entries: list[LayerEntry], where: s
     input_layer = _input_layer(head, where)
     del head.input[:], head.input_shape[:], head.input_dim[:]
     return head, ([SourceLayer(input_layer)] if input_layer else []) + layers
+
+
+def _with_fork_spelling(layer: LayerParameter) -> LayerParameter:
+    """``layer`` with a fork's spelling of a registered type (MyCaffe's ``LstmSimple``, say)
+    replaced by that type (``ops.spellings``)."""
+    layer.type = registered_type(layer.type, layer.HasField)
+    return layer
 
 
 def _copy(layer: LayerParameter) -> LayerParameter:

@@ -13,13 +13,14 @@ from caffe_lstm.ops import elementwise  # noqa: F401  Eltwise, Scale, Bias, Powe
 from caffe_lstm.ops import activation  # noqa: F401
 # shape: Slice, Concat, Split, Reshape, Flatten, Tile, Silence, Reduction, Crop, ArgMax
 from caffe_lstm.ops import shape  # noqa: F401
-from caffe_lstm.ops import data  # noqa: F401  DummyData (constants made by rewrites)
+from caffe_lstm.ops import data  # noqa: F401  DummyData (constants made by rewrites), ZerosData
 from caffe_lstm.ops import loop  # noqa: F401  Loop (the recurrence made by the rewrite)
 from caffe_lstm.ops import conv  # noqa: F401  Convolution, Deconvolution, Im2col
 from caffe_lstm.ops import pooling  # noqa: F401  Pooling, LRN
 from caffe_lstm.ops import norm  # noqa: F401  BatchNorm, PReLU
-# fork: Permute, Transpose, Reverse, ContinuationIndicator
+# fork: Permute, Transpose, Reverse, ContinuationIndicator, Convert
 from caffe_lstm.ops import fork  # noqa: F401
+from caffe_lstm.ops import caption_input  # noqa: F401  CaptionInput (deepdiary)
 from caffe_lstm.ops import ctc  # noqa: F401  CTCGreedyDecoder (caffe_ocr)
 from caffe_lstm.ops import dense_block  # noqa: F401  DenseBlock (caffe_ocr)
 # resample: Interp (DeepLab v2), SpatialTransformer (STN forks)

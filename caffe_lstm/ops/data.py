@@ -1,4 +1,4 @@
-"""DummyData: constant tops, as Caffe fills them (constant fillers).
+"""DummyData: constant tops, as Caffe fills them (constant fillers); ZerosData (a fork's zeros).
 
 Deploy nets use DummyData as placeholders that callers overwrite (pycaffe's
 ``net.blobs[name].data[...] = x``); here a ``run --inputs`` array named like a DummyData top
@@ -94,3 +94,39 @@ def _legacy_shapes(p) -> list[list[int]]:
     n = max(len(dims) for dims in legacy)
     return [[dims[i] if len(dims) > 1 else (dims[0] if dims else 1) for dims in legacy]
             for i in range(n)]
+
+
+@register_op
+class ZerosData(Op):
+    """A zero top (zeros_data_param.shape), the memory seed of Charleen777/caffecode's grid
+    LSTM (zeros_data_layer.cpp): 4 entries or more give the 4-D top of the first four, 2 give a
+    2-D top (1 and 3 read past the list there, and are refused here)."""
+
+    type = "ZerosData"
+    origin = "Charleen777/caffecode@bd3648c (dev; src/caffe/layers/zeros_data_layer.cpp)"
+    param = "zeros_data_param"
+    n_bottoms = (0, 0)
+
+    @staticmethod
+    def parse(ctx, p):
+        return {"shape": [int(d) for d in p.shape]}
+
+    @staticmethod
+    def infer(ctx, node: Node) -> tuple[Shape, ...]:
+        shape = node.attrs["shape"]
+        if len(shape) != 2 and len(shape) < 4:
+            raise shape_error(node, f"zeros_data_param has {len(shape)} shape entries, the fork "
+                              "reads 2 (a 2-D top) or 4 (4-D)", "give 2 or 4 shape entries")
+        return (tuple(shape[:4]),)
+
+    @staticmethod
+    def numpy(ctx, node: Node):
+        return (np.zeros(ZerosData.infer(None, node)[0], np.float32),)
+
+    @staticmethod
+    def tensorrt(ctx, node: Node):
+        return (ctx.constant(ZerosData.numpy(None, node)[0], ""),)
+
+    @staticmethod
+    def onnx(ctx, node: Node):
+        return (ctx.constant(ZerosData.numpy(None, node)[0], "0"),)

@@ -125,6 +125,9 @@ class Op:
     #: A plugin's own param message (``param`` not in caffe-lstm's schema): field name ->
     #: ``ops.plugins.ParamField``, read from the prototxt's text by name. None: no such message.
     param_fields: ClassVar[dict[str, Any] | None] = None
+    #: True when the tops depend on the bottoms' shapes only, never on their values (jolibrain's
+    #: ContinuationIndicator): such a top is a constant wherever the shapes are fixed.
+    reads_shapes_only: ClassVar[bool] = False
     #: Why an op has no ``tensorrt`` facet ("" = it has one), for the error listing such nodes.
     tensorrt_missing_reason: ClassVar[str] = ""
     #: Why an op has no ``onnx`` facet ("" = it has one), for the error listing such nodes.

@@ -45,15 +45,17 @@ def read_cont(node: Node) -> ContReading | None:
 
 def constant_value(value: Value) -> np.ndarray | None:
     """The array ``value`` always holds when only constants compute it (layers without bottoms,
-    or whose bottoms are such constants, weights included; folded recursively with the numpy
-    facets); None when it depends on a net input or on a layer that runs a subgraph."""
+    or whose bottoms are such constants or are read for their shapes only, weights included;
+    folded recursively with the numpy facets); None when it depends on a net input or on a
+    layer that runs a subgraph."""
     producer = value.producer
     if producer is None:
         return None
     op = get_op(producer.op)
     if op is None or op.holds_subgraph:
         return None
-    bottoms = [constant_value(v) for v in producer.inputs]
+    bottoms = [np.zeros(v.shape) if op.reads_shapes_only and v.shape is not None
+               else constant_value(v) for v in producer.inputs]
     if any(b is None for b in bottoms) or any(w.data is None for w in producer.weights):
         return None
     results = op.numpy(None, producer, *bottoms, *[aligned(w.data) for w in producer.weights])

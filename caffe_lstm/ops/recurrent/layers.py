@@ -118,6 +118,9 @@ class LSTM(RecurrentOp):
     """
 
     type = "LSTM"
+    origin = ("BVLC Caffe; also MyCaffe's type \"Lstm\" (any case) configured by recurrent_param, "
+              "MyCaffe/MyCaffe@b8922aa (param/LayerParameter.cs parseLayerType, "
+              "layers/RecurrentLayer.cs)")
     # a num_layers stack keeps its states inside: each call starts from zeros
     recurrent = RecurrentSpec(states=("h", "c"), has_layouts=True, widths=state_widths,
                               exposable_if=is_one_level)
@@ -354,7 +357,8 @@ class LSTMSimple(Lstm):
 
     type = "LSTMSimple"
     origin = ("MyCaffe/MyCaffe@4245eef (LSTMSimpleLayer.cs: LayerSetUp, Reshape and blobs of "
-              "junhyukoh/caffe-lstm's Lstm, whose Forward its lstm_fwd kernel ports)")
+              "junhyukoh/caffe-lstm's Lstm, whose Forward its lstm_fwd kernel ports); spelled "
+              "LstmSimple or lstm_simple (any case) as MyCaffe@b8922aa's parseLayerType reads")
     limits = ("the clip is multiplied in, where the fork tests clip ≠ 0 (the same for 0 and 1); "
               "each call starts from zeros (exact where clip_0 = 0)")
     param = "lstm_simple_param"
