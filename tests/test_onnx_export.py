@@ -113,6 +113,26 @@ def test_stacked_lstms(invoke, tmp_path):
     check_export(invoke, tmp_path, net, weights, [feeds])
 
 
+def test_the_scan_body_runs_only_per_step_work(invoke, tmp_path):
+    """The LSTM step under onnxruntime: no loop invariant (the recurrent weight's Transpose
+    runs once, before the Scan), cont_t arrives shaped (1, N, 1) and is read by both state
+    Muls, the gate sum is an Add; the model still computes Caffe's resets."""
+    T, N, I, H = 7, 3, 4, 5
+    net, weights = synthetic_files(tmp_path, variant_net(T, N, I, H, {}), seed=5)
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
+    model = onnx.load(check_export(invoke, tmp_path, net, weights, [feeds]))
+    (scan,) = [node for node in model.graph.node if node.op_type == "Scan"]
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    ops = [node.op_type for node in body.node]
+    assert sorted(ops) == sorted(["Mul", "Mul", "MatMul", "Add", "Split", "Sigmoid", "Sigmoid",
+                                  "Sigmoid", "Tanh", "Mul", "Mul", "Add", "Tanh", "Mul",
+                                  "Identity"]), ops
+    cont_t = body.input[-1]
+    assert [d.dim_value for d in cont_t.type.tensor_type.shape.dim] == [1, N, 1]
+    assert sum(cont_t.name in node.input for node in body.node) == 2
+
+
 @pytest.mark.parametrize("static", [None, 3])
 def test_rnn(invoke, tmp_path, static):
     T, N, I, H = 7, 3, 2, 5

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from caffe_lstm.analysis.profiles import shape_at_profile_sizes
+from caffe_lstm.backends.onnx.scan_tuning import tune_scans
 from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts, Streamed
 from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
@@ -180,6 +181,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
         [ctx.tensor_info(v.name, v) for v in graph.inputs],
         [ctx.tensor_info(name, value) for value, name in zip(graph.outputs, outputs)],
         initializer=ctx.parts.initializers)
+    tune_scans(onnx, proto)  # fewer nodes per step for onnxruntime (scan_tuning.py)
     opsets = [helper.make_opsetid("", opset)]
     model = helper.make_model(proto, opset_imports=opsets, producer_name=producer)
     model.ir_version = helper.find_min_ir_version_for(opsets)

@@ -1,0 +1,211 @@
+"""Fewer nodes per step in each exported Scan body: what onnxruntime runs T times.
+
+The Loop's ONNX facet writes the step graph as the IR has it, one node (or a few) per IR node.
+onnxruntime runs a Scan body once per step, and on a long sequence of small steps its cost is
+the number of kernels launched, not the arithmetic (measured with onnxruntime's profiler:
+benchmarks/cpu_runtimes.py). This pass, run on the finished model, removes what needs no
+running per step; every rewrite computes the same values:
+
+- loop invariants leave the body: a node whose inputs all come from outside the body (the
+  Transpose of a recurrent weight for ``MatMul``) runs once, before the Scan;
+- the same node twice (one ``Unsqueeze`` of cont_t for h and one for c) runs once;
+- an ``Unsqueeze`` of a step slice becomes one ``Unsqueeze`` of the whole scanned input before
+  the Scan, the body reading the slice already shaped (the cont column (1, N, 1));
+- a ``Sum`` of two terms is an ``Add``: the same broadcasting sum, and the form onnxruntime
+  fuses with the ``MatMul`` before it (one Gemm with the step's input projection as its bias).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def tune_scans(onnx: Any, graph: Any) -> None:
+    """Rewrites every Scan node of ``graph`` (an ONNX GraphProto, changed in place) and its
+    body; nodes hoisted out of a body go right before their Scan."""
+    constants = {tensor.name: tensor for tensor in graph.initializer}
+    nodes = []
+    for node in graph.node:
+        if node.op_type == "Scan":
+            nodes += _tune_scan(onnx, graph, node, constants)
+        nodes.append(node)
+    _refill(graph.node, nodes)
+
+
+def _tune_scan(onnx: Any, graph: Any, scan: Any, constants: dict[str, Any]) -> list[Any]:
+    """Tunes ``scan``'s body in place; returns the nodes to run before the Scan (the body's
+    initializers they read go to ``graph``)."""
+    body = _attribute(scan, "body").g
+    before = _hoist_invariants(body)
+    _move_initializers(graph, body, before, constants)
+    inner = {**constants, **{tensor.name: tensor for tensor in body.initializer}}
+    _merge_repeats(body, inner)
+    before += _unsqueeze_before_scan(onnx, scan, body, inner)
+    for node in body.node:
+        if node.op_type == "Sum" and len(node.input) == 2:
+            node.op_type = "Add"
+    return before
+
+
+def _attribute(node: Any, name: str) -> Any:
+    return next(a for a in node.attribute if a.name == name)
+
+
+def _defined_in(body: Any) -> set[str]:
+    """Names the body itself defines: its inputs, initializers and its nodes' outputs."""
+    return ({i.name for i in body.input} | {t.name for t in body.initializer}
+            | {out for node in body.node for out in node.output})
+
+
+def _hoist_invariants(body: Any) -> list[Any]:
+    """The body's nodes that read only constants and outer-scope names (no body input, no
+    step value), removed from the body in order: they compute the same at every step."""
+    inside = _defined_in(body) - {tensor.name for tensor in body.initializer}
+    kept, hoisted = [], []
+    for node in body.node:
+        reads = [name for name in node.input if name]
+        if reads and not any(name in inside for name in reads) and not _has_subgraph(node):
+            hoisted.append(node)
+            inside.difference_update(node.output)
+        else:
+            kept.append(node)
+    if hoisted:
+        _refill(body.node, kept)
+    return hoisted
+
+
+def _move_initializers(graph: Any, body: Any, hoisted: list[Any],
+                       constants: dict[str, Any]) -> None:
+    """The body initializers the hoisted nodes read, into ``graph`` (out of the body when no
+    body node reads them any more)."""
+    wanted = {name for node in hoisted for name in node.input}
+    still_read = {name for node in body.node for name in node.input}
+    kept = []
+    for tensor in body.initializer:
+        if tensor.name in wanted and tensor.name not in constants:
+            moved = graph.initializer.add()
+            moved.CopyFrom(tensor)
+            constants[tensor.name] = moved
+        if tensor.name not in wanted or tensor.name in still_read:
+            kept.append(tensor)
+    if len(kept) != len(body.initializer):
+        _refill(body.initializer, kept)
+
+
+def _has_subgraph(node: Any) -> bool:
+    return any(a.HasField("g") or len(a.graphs) for a in node.attribute)
+
+
+def _merge_repeats(body: Any, constants: dict[str, Any]) -> None:
+    """Keeps the first of nodes alike (op, inputs, attributes; a small constant input counts by
+    its value) and reads its outputs for the others' (unless a repeat's output is a body
+    output, which keeps its own name)."""
+    outputs = {o.name for o in body.output}
+    small = {name: _value_key(tensor) for name, tensor in constants.items()
+             if _count(tensor) <= _SMALL}
+    first: dict[tuple, Any] = {}
+    renamed: dict[str, str] = {}
+    kept = []
+    for node in body.node:
+        node.input[:] = [renamed.get(name, name) for name in node.input]
+        key = (node.op_type, node.domain, tuple(small.get(name, name) for name in node.input),
+               tuple(a.SerializeToString() for a in node.attribute))
+        same = first.get(key)
+        if same is not None and not _has_subgraph(node) and not outputs & set(node.output):
+            renamed.update(zip(node.output, same.output))
+            continue
+        first.setdefault(key, node)
+        kept.append(node)
+    if len(kept) != len(body.node):
+        _refill(body.node, kept)
+
+
+#: Constants of up to this many values are compared by value (axes, split sizes, shapes).
+_SMALL = 64
+
+
+def _count(tensor: Any) -> int:
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    return count
+
+
+def _value_key(tensor: Any) -> tuple:
+    """What a constant holds, without its name."""
+    copy = type(tensor)()
+    copy.CopyFrom(tensor)
+    copy.name = ""
+    return ("constant", copy.SerializeToString())
+
+
+def _unsqueeze_before_scan(onnx: Any, scan: Any, body: Any, constants: dict[str, Any]
+                           ) -> list[Any]:
+    """Each body ``Unsqueeze`` of a step slice that nothing else reads, with constant axes, as
+    one ``Unsqueeze`` of the whole scanned input before the Scan (its axes moved past the scan
+    axis 0); the body input takes the Unsqueeze's output name and shape."""
+    n_scanned = _attribute(scan, "num_scan_inputs").i
+    if any(a.name in ("scan_input_axes", "scan_input_directions") for a in scan.attribute):
+        return []  # written by the exporter without them: slices along axis 0, forward
+    first_scanned = len(body.input) - n_scanned
+    readers: dict[str, int] = {}
+    for node in body.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    before, kept = [], []
+    for node in body.node:
+        index = _scanned_input_index(body, node, first_scanned)
+        axes = _constant_ints(onnx, node.input[1], constants) if index is not None else None
+        if axes is None or readers.get(node.input[0]) != 1:
+            kept.append(node)
+            continue
+        slice_info = body.input[index]
+        rank = len(slice_info.type.tensor_type.shape.dim) + len(axes)
+        axes = sorted(axis % rank for axis in axes)
+        outer = scan.input[index]
+        shaped = f"{node.output[0]}/steps"
+        axes_name = f"{shaped}/axes"
+        moved = onnx.numpy_helper.from_array(_int64([axis + 1 for axis in axes]), axes_name)
+        before += [onnx.helper.make_node("Constant", [], [axes_name], value=moved),
+                   onnx.helper.make_node("Unsqueeze", [outer, axes_name], [shaped],
+                                         name=f"{node.name or shaped}/before_scan")]
+        scan.input[index] = shaped
+        slice_info.name = node.output[0]
+        dims = slice_info.type.tensor_type.shape.dim
+        for axis in axes:
+            dims.insert(axis, onnx.TensorShapeProto.Dimension(dim_value=1))
+    if len(kept) != len(body.node):
+        _refill(body.node, kept)
+    return before
+
+
+def _scanned_input_index(body: Any, node: Any, first_scanned: int) -> int | None:
+    """Which scanned body input ``node`` unsqueezes (its index among the body's inputs)."""
+    if node.op_type != "Unsqueeze" or len(node.input) != 2:
+        return None
+    names = [i.name for i in body.input]
+    index = names.index(node.input[0]) if node.input[0] in names else -1
+    return index if index >= first_scanned else None
+
+
+def _constant_ints(onnx: Any, name: str, constants: dict[str, Any]) -> list[int] | None:
+    tensor = constants.get(name)
+    if tensor is None:
+        return None
+    return [int(v) for v in onnx.numpy_helper.to_array(tensor).reshape(-1)]
+
+
+def _int64(values: list[int]) -> Any:
+    import numpy as np
+
+    return np.array(values, dtype=np.int64)
+
+
+def _refill(field: Any, items: list[Any]) -> None:
+    """A repeated message field holding copies of ``items`` (messages taken out of a repeated
+    field are not to be used again, hence the copies)."""
+    copies = [type(item)() for item in items]
+    for copy, item in zip(copies, items):
+        copy.CopyFrom(item)
+    del field[:]
+    field.extend(copies)
