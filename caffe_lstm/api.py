@@ -29,12 +29,13 @@ from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import layer_fillers, load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
-from caffe_lstm.ir.graph import Graph, Node, clone_graph
+from caffe_lstm.ir.graph import Graph, clone_graph
 from caffe_lstm.ir.walk import Progress
 from caffe_lstm.layouts import export_layer, import_layer, layout_layer
-from caffe_lstm.ops import get_op, has_facet, noted_without_facet, recurrent_spec
+from caffe_lstm.ops import noted_without_facet, recurrent_spec
 from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Profile, Route, Runtime, State
 from caffe_lstm.passes import DEFAULT_PIPELINE, refuse_hidden_states, run_passes
+from caffe_lstm.passes.onnx_forms import engine_rewrite, lstm_op_choices, onnx_rewrite
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
 
 
@@ -214,14 +215,16 @@ class Net:
                      fp16: bool = False, shapes: Mapping[str, Profile] | None = None,
                      state: State | str = "auto", unroll: bool = False, verbosity: int = 0,
                      progress: Callable[[str, int, int], None] | None = None,
-                     via: Route | str = "caffe-lstm", opset: int = DEFAULT_OPSET) -> Engine:
+                     via: Route | str = "caffe-lstm", opset: int = DEFAULT_OPSET,
+                     lstm_op: LstmOp | str = "scan") -> Engine:
         """Builds a serialized TensorRT engine with the recurrence inside (one ILoop per layer).
 
         ``path``: written atomically (None: only returned); ``runtime``, ``state``, ``via``: a
         ``Runtime``, ``State``, ``Route`` or its value; ``fp16``: float16 math, float32 I/O;
         ``shapes``: input name -> (min, opt, max), checked against the layers; ``unroll``: T
         step blocks, no ILoop; ``verbosity``: TensorRT's log level on stderr; ``progress(phase,
-        step, steps)``: called during the build; ``opset``: of the model ``via="onnx"`` builds.
+        step, steps)``: called during the build; ``opset``, ``lstm_op``: of the model
+        ``via="onnx"`` builds (as for ``export_onnx``).
         """
         from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine
         from caffe_lstm.backends.tensorrt.onnx_route import build_through_onnx
@@ -232,7 +235,7 @@ class Net:
         self._require_weights("build an engine")
         net = self._stated(state)
         profiles = checked_profiles(net.graph, shapes)
-        graph = _rewrite(net.graph, unroll)
+        graph = engine_rewrite(net.graph, route is Route.ONNX, unroll, lstm_op)
         options = BuildOptions(fp16=fp16, shapes=profiles, verbosity=verbosity, progress=progress)
         started = time.perf_counter()
         with maybe_atomic(path) as tmp:
@@ -260,7 +263,6 @@ class Net:
                                                        value_dims)
 
         check_opset(opset)
-        lstm_op = LstmOp.parse(lstm_op, "lstm_op")
         self._require_weights("export to ONNX")
         graph, profiles = self._onnx_graph(shapes, state, lstm_op)
         # written to a file, the large weights go from the caffemodel's memory map to the file
@@ -273,11 +275,11 @@ class Net:
                           value_dims(model.graph.input), value_dims(model.graph.output),
                           len(model.graph.node), None if written else model.SerializeToString())
 
-    def run_onnxruntime(self, inputs: Inputs = None, *, seed: int = 0,
-                        state: State | str = "zero",
-                        model: str | Path | None = None) -> dict[str, np.ndarray]:
+    def run_onnxruntime(self, inputs: Inputs = None, *, seed: int = 0, state: State | str = "zero",
+                        model: str | Path | None = None, lstm_op: LstmOp | str = "auto") -> dict:
         """Runs the net with onnxruntime on the inputs ``run`` takes: the model file ``model``
-        (from ``export_onnx``), or the net exported in memory for these inputs' shapes."""
+        (from ``export_onnx``), or the net exported in memory for these inputs' shapes with
+        ``lstm_op`` (auto: ONNX's own LSTM where exact, onnxruntime's fastest)."""
         from caffe_lstm.backends.onnx.exporter import build_model
         from caffe_lstm.backends.onnx.runtime import require_onnxruntime, run_model
 
@@ -287,18 +289,20 @@ class Net:
             return run_model(Path(model), feeds, str(model))
         self._require_weights("run with onnxruntime")
         # shaped for the feeds; the weights go from the caffemodel's memory map (no protobuf)
-        model, streamed = build_model(_rewrite(graph), DEFAULT_OPSET, {}, stream=True)
+        model, streamed = build_model(onnx_rewrite(graph, lstm_op), DEFAULT_OPSET, {}, stream=True)
         return run_model(model, feeds, streamed=streamed)
 
+    def onnx_lstm_ops(self, lstm_op: LstmOp | str = "auto", *, state: State | str = "auto") -> dict:
+        """How the ONNX export with ``lstm_op`` writes each recurrent layer: name -> (``NATIVE``
+        or ``SCAN``; why, for auto's Scans), passes/onnx_forms.py."""
+        return lstm_op_choices(self._stated(state).graph, lstm_op)
+
     def _onnx_graph(self, shapes: Mapping[str, Profile] | None, state: State | str,
-                    lstm_op: LstmOp = LstmOp.SCAN) -> tuple[Graph, dict[str, Profile]]:
-        """The rewritten graph to export and its checked shape profiles; with ``native``, the
-        layers whose op has an ``onnx`` facet (ONNX's own LSTM/RNN) stay whole."""
+                    lstm_op: LstmOp | str = "scan") -> tuple[Graph, dict[str, Profile]]:
+        """The rewritten graph to export and its checked shape profiles."""
         net = self._stated(state)
         profiles = checked_profiles(net.graph, shapes)
-        if lstm_op is LstmOp.NATIVE:
-            return run_passes(net.graph, DEFAULT_PIPELINE, keep=_has_onnx_form), profiles
-        return _rewrite(net.graph), profiles
+        return onnx_rewrite(net.graph, lstm_op), profiles
 
     def _onnx_candidate(self, report: Verification, feeds: dict,
                         required: bool) -> list[tuple[str, Callable]]:
@@ -312,7 +316,8 @@ class Net:
             except UnsupportedLayerError as exc:
                 report.notes.append(f"the ONNX model is not checked: {exc.what}")
                 return []
-        return [("ONNX model (onnxruntime)", lambda: self.run_onnxruntime(feeds))]
+        return [("ONNX model (onnxruntime)",  # export's default: each recurrent layer a Scan
+                 lambda: self.run_onnxruntime(feeds, lstm_op=LstmOp.SCAN))]
 
     def to_triton(self, repository: str | Path, *, backend: Backend | str = "python",
                   name: str | None = None, max_batch: int = 8, instances: int = 1,
@@ -493,8 +498,3 @@ def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,
 def _rewrite(graph: Graph, unroll: bool = False) -> Graph:
     """The rewrite in place on a graph this module owns."""
     return run_passes(graph, DEFAULT_PIPELINE + (("unroll",) if unroll else ()))
-
-
-def _has_onnx_form(node: Node) -> bool:
-    """Whether the exporter takes ``node`` whole (an LSTM's ONNX LSTM operator)."""
-    return has_facet(get_op(node.op), "onnx")

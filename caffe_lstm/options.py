@@ -98,6 +98,8 @@ class LstmOp(Choice):
     NATIVE = "native", ("ONNX's own LSTM/RNN operator, and an error for a layer it would "
                         "compute differently (a cont input, x_static, CLIPPED_RELU, cell_clip, "
                         "num_proj)")
+    AUTO = "auto", ("ONNX's own operator for each layer it computes exactly (those native "
+                    "accepts), a Scan for the others")
 
 
 class Backend(Choice):

@@ -225,3 +225,68 @@ def test_every_refused_layer_in_the_one_line(invoke, tmp_path):
     assert "; layer 'rec2' (LSTM) at " in result.stderr
     assert ": it has a recurrent projection (num_proj: 2)" in result.stderr
     assert not (tmp_path / "m.onnx").exists()
+
+
+# ---- --lstm-op auto: the operator where exact, a Scan elsewhere, each choice printed ----------
+
+
+def _two_layers(T, N, H=5) -> str:
+    """rec1 with a ContinuationIndicator (exact natively), rec2 with cont a net input (not)."""
+    return (input_layer({"x": (T, N, 2, 3), "cont_in": (T, N)})
+            + ('layer { name: "indicator" type: "ContinuationIndicator" top: "cont" '
+               f'continuation_indicator_param {{ time_step: {T} batch_size: {N} }} }}\n')
+            + ('layer { name: "rec1" type: "LSTM" bottom: "x" bottom: "cont" top: "y" '
+               f'recurrent_param {{ num_output: {H} }} }}\n')
+            + ('layer { name: "rec2" type: "LSTM" bottom: "y" bottom: "cont_in" top: "y2" '
+               f'recurrent_param {{ num_output: {H} }} }}\n'))
+
+
+def test_auto_writes_each_layer_its_fastest_exact_form(invoke, tmp_path):
+    T, N = 5, 3
+    net, weights = synthetic_files(tmp_path, _two_layers(T, N))
+    feeds = _feeds(T, N, seed=4)
+    feeds["cont_in"] = np.ones((T, N), np.float32)
+    feeds["cont_in"][[0, 3], [0, 2]] = 0  # a reset mid-sequence: only the Scan computes it
+    model = check_export(invoke, tmp_path, net, weights, [feeds], ("--lstm-op", "auto"))
+    ops = [node.op_type for node in onnx.load(model).graph.node]
+    assert ops.count("LSTM") == 1 and ops.count("Scan") == 1, ops
+    printed = invoke("export", net, "-w", weights, "-o", tmp_path / "again.onnx",
+                     "--lstm-op", "auto", "--state", "zero").stdout.splitlines()
+    assert "rec1: ONNX's own operator" in printed
+    assert any(line.startswith("rec2: one Scan, since its cont 'cont_in' is a net input")
+               for line in printed), printed
+
+
+def test_run_with_onnxruntime_exports_in_memory_with_auto(invoke, tmp_path, monkeypatch):
+    """run --backend onnxruntime (no --onnx) takes ONNX's operator where exact, by default,
+    lists the choice with -v, and computes what numpy computes."""
+    from caffe_lstm.backends.onnx import runtime
+
+    T, N = 6, 2
+    net, weights = synthetic_files(tmp_path, _two_layers(T, N), seed=3)
+    np.savez(tmp_path / "in.npz", **{**_feeds(T, N, seed=5), "cont_in": np.ones((T, N))})
+    models = []
+    real_run_model = runtime.run_model
+    monkeypatch.setattr(runtime, "run_model",
+                        lambda model, *a, **k: models.append(model) or real_run_model(
+                            model, *a, **k))
+    outputs = {}
+    for backend in ("numpy", "onnxruntime"):
+        result = invoke("-v", "run", net, "-w", weights, "--inputs", tmp_path / "in.npz",
+                        "--backend", backend, "-o", tmp_path / f"{backend}.npz")
+        assert result.exit_code == 0, result.stderr
+        outputs[backend] = dict(np.load(tmp_path / f"{backend}.npz"))
+    assert "rec1: ONNX's own operator" in result.stdout
+    (model,) = models
+    assert sorted(n.op_type for n in model.graph.node if n.op_type in ("LSTM", "Scan")) == \
+        ["LSTM", "Scan"]
+    for name, expected in outputs["numpy"].items():
+        np.testing.assert_allclose(outputs["onnxruntime"][name], expected, atol=1e-5)
+
+
+def test_auto_applies_to_the_onnx_route_of_convert_only(invoke, tmp_path):
+    net, weights = synthetic_files(tmp_path, _net(3, 2))
+    result = invoke("convert", net, "-w", weights, "-o", tmp_path / "x.engine",
+                    "--lstm-op", "auto")
+    assert_one_error_line(result, "--lstm-op auto applies to the ONNX route only")
+    assert not (tmp_path / "x.engine").exists()

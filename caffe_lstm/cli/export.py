@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from caffe_lstm.cli.group import cli
-from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, net_argument,
-                                    opset_option, pass_options, selection_options, state_option,
-                                    weights_option)
+from caffe_lstm.cli.options import (GlobalOptions, load, lstm_op_option, net_argument,
+                                    opset_option, pass_options, say_lstm_ops, selection_options,
+                                    state_option, weights_option)
 from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.options import LstmOp, State
 
@@ -23,7 +23,7 @@ from caffe_lstm.options import LstmOp, State
                    "OUTPUT.data beside it).")
 @opset_option("The ONNX opset to write")
 @state_option(*State, default=State.AUTO)
-@choice_option("--lstm-op", "lstm_op", members=list(LstmOp), default=LstmOp.SCAN)
+@lstm_op_option(LstmOp.SCAN)
 @selection_options(ranges="Make the dims of an input that vary symbolic (dim_params), e.g. "
                           "data:1x1x64:20x1x64:400x1x64 (repeatable).")
 @pass_options
@@ -31,7 +31,8 @@ def export(options: GlobalOptions, net: Path, weights: Path, output: Path, opset
            shapes: dict, recurrent_state: str, lstm_op: str, outputs: str, phase: str,
            stages: tuple[str, ...]) -> None:
     """Write an ONNX model: every recurrent layer becomes one Scan over the time axis (or,
-    with --lstm-op native, ONNX's own LSTM/RNN operator where that is exact).
+    with --lstm-op native, ONNX's own LSTM/RNN operator where that is exact; with auto, that
+    operator where exact and a Scan elsewhere, each layer's choice printed).
 
     Inputs and outputs keep the Caffe blob names; the layers inside keep the rewritten graph's
     names (lstm1/gate_input), so Netron shows where each came from. onnxruntime runs it
@@ -48,6 +49,8 @@ def export(options: GlobalOptions, net: Path, weights: Path, output: Path, opset
                                        for name, dims in exported.inputs.items()))
     options.say("outputs: " + ", ".join(f"{name} {_dims(dims)}"
                                         for name, dims in exported.outputs.items()))
+    if lstm_op == LstmOp.AUTO:
+        say_lstm_ops(options, loaded, lstm_op, recurrent_state)
 
 
 def _dims(dims: tuple) -> str:

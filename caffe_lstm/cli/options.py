@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 import click
 
 from caffe_lstm import api
-from caffe_lstm.options import (DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Choice, Profile, Runtime,
-                                State, describe)
+from caffe_lstm.options import (DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Choice, LstmOp, Profile,
+                                Runtime, State, describe)
 
 
 @dataclass
@@ -195,6 +195,20 @@ def choice_option(*decls: str, members: Sequence[Choice], default: Choice,
 def state_option(*members: State, default: State) -> Callable:
     """--state: Caffe's state carry-over between Forward calls (as inputs/outputs or not)."""
     return choice_option("--state", "recurrent_state", members=members, default=default)
+
+
+def lstm_op_option(default: LstmOp, lead: str = "") -> Callable:
+    """--lstm-op: how the ONNX model writes each recurrent layer (``lead`` says which model)."""
+    return choice_option("--lstm-op", "lstm_op", members=list(LstmOp), default=default,
+                         lead=lead)
+
+
+def say_lstm_ops(options: GlobalOptions, net: api.Net, lstm_op: str, state: str) -> None:
+    """One line per recurrent layer: what the ONNX model holds for it (``--lstm-op auto``)."""
+    for layer, (chosen, why) in net.onnx_lstm_ops(lstm_op, state=state).items():
+        form = ("ONNX's own operator" if chosen is LstmOp.NATIVE else
+                "one Scan" + (f", since {why}" if why else ""))
+        options.say(f"{layer}: {form}")
 
 
 def runtime_option(lead: str) -> Callable:

@@ -9,12 +9,13 @@ import numpy as np
 
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, backend_options, input_options, load,
-                                    model_file, net_argument, pass_options, runtime_option,
-                                    selection_options, state_option, weights_option)
+                                    lstm_op_option, model_file, net_argument, pass_options,
+                                    runtime_option, say_lstm_ops, selection_options,
+                                    state_option, weights_option)
 from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.cli.requires import require_onnxruntime
 from caffe_lstm.files import save_npz
-from caffe_lstm.options import State
+from caffe_lstm.options import LstmOp, State
 
 
 @cli.command()
@@ -27,13 +28,15 @@ from caffe_lstm.options import State
               help="Execute recurrent layers from their equations instead of the rewritten graph.")
 @backend_options
 @runtime_option("The runtime the engine was built for;")
+@lstm_op_option(LstmOp.AUTO, "How --backend onnxruntime without --onnx writes each recurrent "
+                             "layer (listed with -v);")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every net output to this .npz.")
 @pass_options
 def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: str,
         stages: tuple[str, ...], inputs_path: Path | None, seed: int, recurrent_state: str,
         original: bool, backend: str, engine: Path | None, onnx_model: Path | None,
-        runtime: str, output: Path | None) -> None:
+        runtime: str, lstm_op: str, output: Path | None) -> None:
     """Run the net with numpy (or an engine on a GPU); print or save its outputs.
 
     By default the rewritten graph runs (primitive layers and loops). Each run is one Caffe
@@ -48,7 +51,9 @@ def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: s
                                     runtime=runtime)
     elif backend == "onnxruntime":
         results = loaded.run_onnxruntime(inputs_path, seed=seed, state=recurrent_state,
-                                         model=onnx_model)
+                                         model=onnx_model, lstm_op=lstm_op)
+        if onnx_model is None and options.verbose:
+            say_lstm_ops(options, loaded, lstm_op, recurrent_state)
     else:
         with progress_display(options) as progress:
             results = loaded.run(inputs_path, seed=seed, original=original,
