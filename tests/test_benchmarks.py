@@ -29,6 +29,12 @@ EXPECTED = {
         rf"^run time new / old = {RATIO}",
         rf"^fastest run time new / old = {RATIO}",
     ],
+    "cpu_runtimes.py": [
+        rf"^2-layer: numpy / hand numpy = {RATIO}",
+        rf"^long: ort scan / ort native = {RATIO}",
+        rf"^one step: ort scan / torch = {RATIO}",
+        rf"^long: ort auto / ort native = {RATIO}",
+    ],
     "build_vs_onnx_parser.py": [
         rf"^build time caffe-lstm / onnx parser = {RATIO}",
         rf"^build time incl\. network construction caffe-lstm / onnx parser = {RATIO}",
@@ -85,3 +91,13 @@ def test_numpy_convolution_agrees_with_the_previous_code(quick_output):
     match = re.search(r"of the outputs = (\S+)$", quick_output("numpy_conv.py"), re.MULTILINE)
     assert match, "the script printed no difference line"
     assert float(match.group(1)) < 1e-5
+
+
+def test_every_cpu_runtime_computes_the_same_lstm(quick_output):
+    """numpy, the hand-written loop, both exports, ONNX's own LSTM made by hand and torch agree
+    (the script compares each with the numpy executor)."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("torch")
+    errors = re.findall(r"vs numpy (\S+)$", quick_output("cpu_runtimes.py"), re.MULTILINE)
+    assert len(errors) == 18
+    assert max(float(error) for error in errors) < 1e-5

@@ -1,0 +1,239 @@
+"""The CPU runtimes side by side: caffe-lstm's numpy executor and ONNX export against
+onnxruntime's own LSTM operator, torch.nn.LSTM and a hand-written numpy loop.
+
+    PYTHONPATH=. python benchmarks/cpu_runtimes.py [--repeats N] [--quick]
+
+Three shapes, each an LSTM stack whose cont comes from a ``ContinuationIndicator`` (0 at t = 0,
+then 1), so that every runtime below computes exactly Caffe's layer:
+
+- ``2-layer``: two LSTMs, T = 200, N = 16, I = 256, H = 512;
+- ``long``: one LSTM, T = 10,000, N = 1, I = H = 256 (per-step overhead dominates);
+- ``one step``: two LSTMs, T = 1, N = 64, I = 256, H = 512.
+
+Runtimes, on the same seeded weights (``caffe-lstm weights init``) and input, in one process:
+
+- **numpy**: caffe-lstm's numpy executor on the rewritten graph (``NumpyExecutor.run``: the
+  executor's time, the graph rewritten once before);
+- **hand numpy**: a hand-written numpy loop doing the same work (the input projection of all
+  steps hoisted, one recurrent product, four activations and two updates per step), on
+  aligned copies of the same arrays;
+- **ort scan**: onnxruntime on the model ``export_onnx(lstm_op="scan")`` writes (each layer one
+  Scan), with the session options ``run --backend onnxruntime`` uses;
+- **ort auto**: the same with ``lstm_op="auto"`` (here: ONNX's own LSTM for each layer);
+- **ort native**: onnxruntime on a model made by hand from the same blobs with ONNX's ``LSTM``
+  operator (what a user would write instead of caffe-lstm's export);
+- **torch**: ``torch.nn.LSTM`` (float32, CPU, ``torch.no_grad``).
+
+Each repeat runs every runtime once, in turn (so that all see the same machine); the best of
+the repeats is printed (the machine is shared: the best is the least disturbed). Every output
+is compared with the numpy executor's (max |difference| / max |value|). The roofline: the
+machine's measured ``x @ w.T`` rate (GFLOP/s) on the recurrent product's shape, and the time
+all the shape's products would take at that rate.
+
+Printed ratios (the targets of issue 25): ``numpy / hand numpy`` (≤ 1.3 on 2-layer),
+``ort scan / ort native`` (≤ 1.5 on long, ≤ 1.1 on the others), ``ort scan / torch`` (≤ 1.2),
+``ort auto / ort native`` (≈ 1). ``--quick`` uses tiny shapes: a smoke test of the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import caffe_lstm
+from caffe_lstm.backends.numpy_exec import NumpyExecutor
+
+#: name -> (T, N, I, H, layers)
+SHAPES = {"2-layer": (200, 16, 256, 512, 2), "long": (10_000, 1, 256, 256, 1),
+          "one step": (1, 64, 256, 512, 2)}
+QUICK_SHAPES = {"2-layer": (8, 2, 6, 5, 2), "long": (50, 1, 4, 3, 1),
+                "one step": (1, 3, 6, 5, 2)}
+RUNTIMES = ("numpy", "hand numpy", "ort scan", "ort auto", "ort native", "torch")
+
+
+def prototxt(T: int, N: int, I: int, H: int, layers: int) -> str:
+    text = (f'name: "lstm{layers}"\n'
+            f'layer {{ name: "input" type: "Input" top: "x" '
+            f'input_param {{ shape {{ dim: {T} dim: {N} dim: {I} }} }} }}\n'
+            'layer { name: "indicator" type: "ContinuationIndicator" top: "cont" '
+            f'continuation_indicator_param {{ time_step: {T} batch_size: {N} }} }}\n')
+    bottom = "x"
+    for k in range(1, layers + 1):
+        text += (f'layer {{ name: "lstm{k}" type: "LSTM" bottom: "{bottom}" bottom: "cont" '
+                 f'top: "h{k}" recurrent_param {{ num_output: {H} }} }}\n')
+        bottom = f"h{k}"
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="tiny shapes; a smoke test")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        for name, dims in (QUICK_SHAPES if args.quick else SHAPES).items():
+            measure(Path(folder), name, dims, 1 if args.quick else args.repeats)
+
+
+def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int) -> None:
+    T, N, I, H, layers = dims
+    net_path, weights_path = folder / f"{layers}x{T}.prototxt", folder / f"{layers}x{T}.caffemodel"
+    net_path.write_text(prototxt(*dims))
+    caffe_lstm.load(net_path).write_synthetic_weights(weights_path, seed=0)
+    net = caffe_lstm.load(net_path, weights_path)
+    x = np.random.default_rng(1).normal(size=(T, N, I)).astype(np.float32)
+    blobs = [[np.array(v.data) for v in net.graph.node(f"lstm{k}").weights]
+             for k in range(1, layers + 1)]  # aligned copies: W_xc, b_c, W_hc per layer
+    runs = runners(net, blobs, x)
+    times: dict[str, list[float]] = {runtime: [] for runtime in runs}
+    outputs: dict[str, np.ndarray] = {}
+    for _ in range(repeats + 1):  # the first round warms up (sessions, aligned copies, pages)
+        for runtime, run in runs.items():
+            started = time.perf_counter()
+            outputs[runtime] = run()
+            times[runtime].append(time.perf_counter() - started)
+    best = {runtime: min(seconds[1:]) for runtime, seconds in times.items()}
+    reference = outputs["numpy"]
+    scale = max(float(np.abs(reference).max()), 1e-30)
+    print(f"{name} (T={T}, N={N}, I={I}, H={H}, {layers} layer(s)); best of {repeats}:")
+    for runtime in runs:
+        error = float(np.abs(outputs[runtime] - reference).max()) / scale
+        print(f"  {runtime:<11} {best[runtime] * 1e3:10.2f} ms   vs numpy {error:.1e}")
+    rate, floor = roofline(T, N, I, H, layers)
+    print(f"  roofline: x @ w.T at {rate:.1f} GFLOP/s on ({N}, {H}) x ({H}, {4 * H}); "
+          f"all products {floor * 1e3:.2f} ms")
+    for top, bottom in (("numpy", "hand numpy"), ("ort scan", "ort native"),
+                        ("ort scan", "torch"), ("ort auto", "ort native"),
+                        ("ort native", "torch")):
+        print(f"{name}: {top} / {bottom} = {best[top] / best[bottom]:.3f}")
+
+
+def runners(net, blobs: list[list[np.ndarray]], x: np.ndarray) -> dict[str, Callable]:
+    """One callable per runtime, each returning the last layer's (T, N, H) output."""
+    import onnxruntime as ort
+
+    graph = net.rewritten().graph
+    executor = NumpyExecutor(graph)
+    top = graph.outputs[0].name
+    feeds = {"x": x}
+
+    def session(model: bytes) -> Callable:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # what run --backend onnxruntime sets, nothing more
+        sess = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        return lambda: sess.run(None, feeds)[0]
+
+    return {
+        "numpy": lambda: executor.run(feeds)[top],
+        "hand numpy": lambda: hand_written(x, blobs),
+        "ort scan": session(net.export_onnx(None, state="zero", lstm_op="scan").model),
+        "ort auto": session(net.export_onnx(None, state="zero", lstm_op="auto").model),
+        "ort native": session(native_model(x.shape, blobs)),
+        "torch": torch_runner(x, blobs),
+    }
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-v))
+
+
+def hand_written(x: np.ndarray, blobs: list[list[np.ndarray]]) -> np.ndarray:
+    """Caffe's LSTM (gates i, f, o, g) with cont 0 at t = 0 then 1: from zeros, no resets."""
+    for w_xc, b_c, w_hc in blobs:
+        steps, batch, _ = x.shape
+        hidden = w_hc.shape[1]
+        projected = x @ w_xc.T + b_c
+        recurrent = w_hc.T
+        h = np.zeros((batch, hidden), np.float32)
+        c = np.zeros((batch, hidden), np.float32)
+        out = np.empty((steps, batch, hidden), np.float32)
+        for t in range(steps):
+            gates = projected[t] + h @ recurrent
+            i, f, o = (_sigmoid(gates[:, k * hidden:(k + 1) * hidden]) for k in range(3))
+            c = f * c + i * np.tanh(gates[:, 3 * hidden:])
+            h = o * np.tanh(c)
+            out[t] = h
+        x = out
+    return x
+
+
+def _gates(a: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
+    """Caffe's gate blocks (i, f, o, g) of a (4H, ...) array in another ``order``."""
+    blocks = np.split(a, 4, axis=0)
+    return np.concatenate([blocks[k] for k in order], axis=0)
+
+
+def native_model(shape: tuple[int, ...], blobs: list[list[np.ndarray]]) -> bytes:
+    """ONNX's LSTM operator per layer (gates i, o, f, c; B = [W_b, R_b]), written by hand."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    steps, batch, inputs = shape
+    nodes, initializers, bottom = [], [], "x"
+    for k, (w_xc, b_c, w_hc) in enumerate(blobs):
+        hidden = w_hc.shape[1]
+        order = (0, 2, 1, 3)  # Caffe i, f, o, g -> ONNX i, o, f, c
+        arrays = {f"W{k}": _gates(w_xc, order)[None], f"R{k}": _gates(w_hc, order)[None],
+                  f"B{k}": np.concatenate([_gates(b_c, order), np.zeros_like(b_c)])[None]}
+        initializers += [numpy_helper.from_array(a.astype(np.float32), n)
+                         for n, a in arrays.items()]
+        initializers.append(numpy_helper.from_array(np.array([1], np.int64), f"axis{k}"))
+        nodes += [helper.make_node("LSTM", [bottom, f"W{k}", f"R{k}", f"B{k}"], [f"Y{k}"],
+                                   hidden_size=hidden),
+                  helper.make_node("Squeeze", [f"Y{k}", f"axis{k}"], [f"h{k}"])]
+        bottom = f"h{k}"
+    graph = helper.make_graph(
+        nodes, "native", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(bottom, TensorProto.FLOAT, (steps, batch, hidden))],
+        initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def torch_runner(x: np.ndarray, blobs: list[list[np.ndarray]]) -> Callable:
+    import torch
+
+    inputs, hidden = x.shape[2], blobs[0][2].shape[1]
+    lstm = torch.nn.LSTM(inputs, hidden, num_layers=len(blobs))
+    order = (0, 1, 3, 2)  # Caffe i, f, o, g -> torch i, f, g, o
+    with torch.no_grad():
+        for k, (w_xc, b_c, w_hc) in enumerate(blobs):
+            getattr(lstm, f"weight_ih_l{k}").copy_(torch.from_numpy(_gates(w_xc, order)))
+            getattr(lstm, f"weight_hh_l{k}").copy_(torch.from_numpy(_gates(w_hc, order)))
+            getattr(lstm, f"bias_ih_l{k}").copy_(torch.from_numpy(_gates(b_c, order)))
+            getattr(lstm, f"bias_hh_l{k}").zero_()
+    tensor = torch.from_numpy(x)
+
+    def run() -> np.ndarray:
+        with torch.no_grad():
+            return lstm(tensor)[0].numpy()
+
+    return run
+
+
+def roofline(T: int, N: int, I: int, H: int, layers: int) -> tuple[float, float]:
+    """(GFLOP/s of x @ w.T on the recurrent product's shape, the seconds every product of the
+    net would take at that rate: the input projections and T recurrent products per layer)."""
+    rng = np.random.default_rng(0)
+    h = rng.normal(size=(N, H)).astype(np.float32)
+    w = rng.normal(size=(4 * H, H)).astype(np.float32)
+    repeats = max(10, min(2000, int(2e9 / (2 * N * H * 4 * H))))
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for _ in range(repeats):
+            h @ w.T
+        best = min(best, (time.perf_counter() - started) / repeats)
+    rate = 2 * N * H * 4 * H / best / 1e9
+    flops = sum(2 * T * N * ((I if k == 0 else H) + H) * 4 * H for k in range(layers))
+    return rate, flops / rate / 1e9
+
+
+if __name__ == "__main__":
+    main()
