@@ -1,0 +1,161 @@
+"""The 21 nets of ../shared/corpus2 (its SOURCES.md says where each comes from) as a new user
+meets them, through the CLI: every file reads; each net inspects whole, or stops with the one
+line that names why (Caffe's stage rule with the --stage that selects it, a Python layer, a
+layer whose source is not public); every deploy net that inspects whole gets synthetic weights,
+builds an engine, exports to ONNX, and verify passes its three columns (numpy's rewritten graph,
+the TensorRT network walked on the CPU, onnxruntime) at the prototxt's shapes or a smaller
+--shape. docs/corpus.md keeps the same table. Skipped where ../shared is absent.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from caffe_lstm.frontend.prototxt import read_prototxt
+from tests.helpers import ROOT, assert_one_error_line
+
+CORPUS2 = ROOT.parent / "shared" / "corpus2"
+
+needs_corpus2 = pytest.mark.skipif(
+    not CORPUS2.is_dir(), reason="../shared/corpus2 (public prototxts) is not beside this clone")
+
+#: Curve-Text-Detector's Python proposal layer, cut off: the backbone's RPN outputs.
+CTD_CUT = ("--outputs", "rpn_cls_prob_reshape,rpn_bbox_pred")
+
+#: file (under corpus2/) -> the inspect runs: (options, "whole" or the text of the one error
+#: line). 17 inspect whole without options.
+INSPECT = {
+    "Charleen777__caffecode/prototxt__vgg5_lstm1__test.prototxt": [((), "whole")],
+    "MyCaffe__MyCaffe/MyCaffe.test__test_data__models__rnn__char_rnn__lstm_simple__train_val"
+    ".prototxt": [((), "whole")],
+    "MyCaffe__MyCaffe/models__rnn__char_rnn__train_val.prototxt": [((), "whole")],
+    "MyCaffe__MyCaffe/models__rnn__char_rnn__train_val_cudnn.prototxt": [((), "whole")],
+    "VisionLearningGroup__JEDDi-Net/experiments__denseCap_jeddiNet_end2end__test__test_lstm"
+    ".prototxt": [((), ("LSTMTopic (lstm2_2: JEDDi-Net's LSTM with a topic-controller bottom, "
+                      "whose layer source is not public)"))],
+    "Yuliang-Liu__Curve-Text-Detector/models__ctd__test_ctd_tloc.prototxt": [
+        ((), "unsupported layer types: Python (proposal)"), (CTD_CUT, "whole")],
+    "christopher5106__last_caffe_with_stn/rnn.prototxt": [((), "whole")],
+    "fanchenyou__deepdiary/examples__myexp__lstm_test_lifelog.prototxt": [((), "whole")],
+    "hello-ad__stuff/lstm_deploy.prototxt": [((), "whole")],
+    "jolibrain__deepdetect/examples__graph__recurrent.prototxt": [((), "whole")],
+    "jolibrain__deepdetect/templates__caffe__crnn_resnet_18__deploy.prototxt": [((), "whole")],
+    "kaidic__AFEW_Competition/video__alexnet_lstm_deploy.prototxt": [((), "whole")],
+    "kaidic__AFEW_Competition/video__inception21k_lstm_deploy_sim.prototxt": [((), "whole")],
+    "kimmo1019__LRCN/src__deploy_lstm.prototxt": [((), "whole")],
+    "linjieyangsc__densecap/models__dense_cap__test_cap_pred_context.prototxt": [((), "whole")],
+    "linjieyangsc__densecap/models__dense_cap__test_cap_pred_no_context.prototxt": [
+        ((), "whole")],
+    # the stage its error names selects its concat variant, which then stops at densecap's
+    # Python region layers (their modules are not in the corpus) and Fast R-CNN's ROIPooling
+    "linjieyangsc__densecap/models__dense_cap__train_cap_late_fusion.prototxt": [
+        ((), "select it with --stage concat"),
+        (("--stage", "concat"), ("Python (proposal, roi-data, global_roi, id2sentence); "
+                                "ROIPooling (roi_pool5)"))],
+    "sunsided__audiolearn/lstm.prototxt": [((), "whole")],
+    "vsubhashini__noc/examples__noc__3loss_coco_fc7_voc72klabel.shared_glove72k.prototxt": [
+        ((), "select it with --stage test-on-train"), (("--stage", "test-on-train"), "whole")],
+    "vsubhashini__noc/examples__noc__deploy.3loss_coco_fc7_voc72klabel.shared_glove.prototxt": [
+        ((), "whole")],
+    "xiaolonw__lisa-caffe-lstm/video_script__rgb_zero_cls__test_lstm_RGB.prototxt": [
+        ((), "whole")],
+}
+
+#: The deploy nets (SOURCES.md) but JEDDi-Net's -> the options of weights init, convert,
+#: export and verify: CNN front ends at small images (the same layers and LSTMs, fc6 reading a
+#: smaller pool5), Curve-Text-Detector cut before its Python layer, and NOC without its
+#: 298M-parameter image predictor (a plain InnerProduct of mean_fc7, beside the LSTM's path).
+DEPLOY = {
+    "jolibrain__deepdetect/templates__caffe__crnn_resnet_18__deploy.prototxt":
+        ("--shape", "data:1x3x32x64"),
+    "linjieyangsc__densecap/models__dense_cap__test_cap_pred_context.prototxt": (),
+    "linjieyangsc__densecap/models__dense_cap__test_cap_pred_no_context.prototxt": (),
+    "Yuliang-Liu__Curve-Text-Detector/models__ctd__test_ctd_tloc.prototxt":
+        (*CTD_CUT, "--shape", "data:1x3x64x64"),
+    "vsubhashini__noc/examples__noc__deploy.3loss_coco_fc7_voc72klabel.shared_glove.prototxt":
+        ("--outputs", "predict-lm"),
+    "kaidic__AFEW_Competition/video__alexnet_lstm_deploy.prototxt":
+        ("--shape", "data:15x3x67x67"),
+    "kaidic__AFEW_Competition/video__inception21k_lstm_deploy_sim.prototxt":
+        ("--shape", "data:15x3x64x64"),
+    "hello-ad__stuff/lstm_deploy.prototxt": ("--shape", "data:8x3x32x32"),
+    "kimmo1019__LRCN/src__deploy_lstm.prototxt": (),
+}
+
+
+def corpus2_path(name: str):
+    return CORPUS2 / name
+
+
+@needs_corpus2
+def test_every_corpus2_file_is_listed_and_reads():
+    found = sorted(p.relative_to(CORPUS2).as_posix() for p in CORPUS2.rglob("*.prototxt"))
+    assert found == sorted(INSPECT) and len(found) == 21
+    for name in found:
+        assert read_prototxt(corpus2_path(name)).layers, name
+    whole = [name for name, runs in INSPECT.items() if runs[0][1] == "whole"]
+    assert len(whole) == 17
+
+
+@needs_corpus2
+@pytest.mark.parametrize("name", sorted(INSPECT))
+def test_corpus2_net_inspects_whole_or_names_why(invoke, name):
+    for options, outcome in INSPECT[name]:
+        result = invoke("inspect", corpus2_path(name), *options)
+        assert "Traceback" not in result.stderr
+        if outcome == "whole":
+            assert result.exit_code == 0, result.stderr
+            assert re.search(r"^recurrent layers \(expanded by the rewrite\): ", result.stdout,
+                             re.M), result.stdout
+        else:
+            assert_one_error_line(result, outcome)
+
+
+@needs_corpus2
+def test_the_sourceless_layer_names_the_plugin_route(invoke):
+    (name,) = [n for n in INSPECT if n.startswith("VisionLearningGroup")]
+    line = assert_one_error_line(invoke("inspect", corpus2_path(name)))
+    assert "--plugin" in line and "docs/plugins.md" in line
+
+
+@needs_corpus2
+@pytest.mark.parametrize("name", sorted(DEPLOY))
+def test_corpus2_deploy_net_builds_exports_and_verifies(invoke, tmp_path, name):
+    pytest.importorskip("tensorrt_rtx_bindings")
+    pytest.importorskip("onnxruntime")
+    net, options = corpus2_path(name), DEPLOY[name]
+    weights, engine, model = (tmp_path / "w.caffemodel", tmp_path / "net.engine",
+                              tmp_path / "net.onnx")
+    for args in (("weights", "init", net, "-o", weights),
+                 ("convert", net, "-w", weights, "-o", engine, "--runtime", "tensorrt-rtx"),
+                 ("export", net, "-w", weights, "-o", model)):
+        result = invoke(*args, *options)
+        assert result.exit_code == 0, (args[0], result.stderr)
+    assert engine.read_bytes()[:4] == b"vtrt" and model.stat().st_size > 0
+    result = invoke("verify", net, "-w", weights, "--runtime", "tensorrt-rtx", "--onnxruntime",
+                    *options)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    columns = re.split(r"^original equations vs ", result.stdout, flags=re.M)[1:]
+    assert [c.split("\n")[0].split(" (")[0].split(",")[0] for c in columns] == [
+        "rewritten graph", "TensorRT network", "ONNX model"], result.stdout
+    for column in columns:
+        rows = [line for line in column.splitlines()[2:] if line.strip()]
+        assert rows and all(line.endswith(" ok") for line in rows), result.stdout
+
+
+@needs_corpus2
+def test_deepdiary_caption_net_verifies_at_a_given_batch(invoke, tmp_path):
+    """The deepdiary test net (HDF5 data: the batch is the data's) with 2 images and their
+    30-word sentences: CaptionInput and the hidden_size Lstm in numpy, TensorRT and ONNX."""
+    pytest.importorskip("tensorrt_rtx_bindings")
+    pytest.importorskip("onnxruntime")
+    (name,) = [n for n in INSPECT if n.startswith("fanchenyou")]
+    shapes = ("--shape", "img:2x4096", "--shape", "sent:2x30")
+    weights = tmp_path / "w.caffemodel"
+    result = invoke("weights", "init", corpus2_path(name), "-o", weights, *shapes)
+    assert result.exit_code == 0, result.stderr
+    result = invoke("verify", corpus2_path(name), "-w", weights, "--runtime", "tensorrt-rtx",
+                    "--onnxruntime", *shapes)
+    assert result.exit_code == 0 and result.stdout.count(" ok\n") == 3, result.stdout
