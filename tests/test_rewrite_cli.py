@@ -376,6 +376,25 @@ layer { name: "reverse" type: "Reverse" bottom: "transpose" top: "reverse"
         reverse_param { axis: 2 } }
 layer { name: "indicator" type: "ContinuationIndicator" top: "cont"
         continuation_indicator_param { time_step: 5 batch_size: 2 } }
+layer { name: "indicator2" type: "ContinuationIndicator" bottom: "img" top: "cont2"
+        continuation_indicator_param { time_step: 3 axis: -1 } }
+layer { name: "rows" type: "Transpose" bottom: "img" top: "rows"
+        transpose_param { transposetype: LSTMINPUT } }
+layer { name: "rows8" type: "Concat" bottom: "rows" bottom: "rows" top: "rows8" }
+layer { name: "grid" type: "Transpose" bottom: "rows8" top: "grid"
+        transpose_param { transposetype: GRIDLSTM batch_size: 1 local_connected_num: 8
+                          height: 9 } }
+layer { name: "maps" type: "Transpose" bottom: "grid" top: "maps"
+        transpose_param { transposetype: LSTMOUTPUT batch_size: 1 height: 9 } }
+layer { name: "zeros" type: "ZerosData" top: "zeros" zeros_data_param { shape: 2 shape: 3 } }
+layer { name: "strips" type: "Reshape" bottom: "img" top: "strips"
+        reshape_param { shape { dim: 4 dim: 9 dim: 1 dim: 8 } } }
+layer { name: "convert" type: "Convert" bottom: "strips" top: "seq" top: "seq_cont" }
+layer { name: "flat" type: "Reshape" bottom: "img" top: "flat"
+        reshape_param { shape { dim: 4 dim: 72 } } }
+layer { name: "caption" type: "CaptionInput" bottom: "flat" bottom: "flat" top: "caption"
+        caption_input_param { hidden_size: 3 image_size: 72 vocabulary_size: 5
+                              sequence_len: 72 } }
 layer { name: "dense" type: "DenseBlock" bottom: "conv" top: "dense"
         denseblock_param { numTransition: 2 initChannel: 4 growthRate: 3 use_BC: true
                            use_dropout: true dropout_amount: 0.2 } }
