@@ -20,6 +20,7 @@ from caffe_lstm.analysis.checks import require_layers, require_weights
 from caffe_lstm.analysis.profiles import checked_profiles
 from caffe_lstm.analysis.summary import summarize
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
+from caffe_lstm.backends.unit_scale import unit_scaled
 from caffe_lstm.compare import Comparison, compare_outputs, mark_sensitive, nudged_weights
 from caffe_lstm.errors import ModelLoadError, UnsupportedLayerError
 from caffe_lstm.feeds import apply_feeds, random_feeds
@@ -37,6 +38,7 @@ from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Profile, Route, R
 from caffe_lstm.passes import DEFAULT_PIPELINE, refuse_hidden_states, run_passes
 from caffe_lstm.passes.onnx_forms import engine_rewrite, lstm_op_choices, onnx_rewrite
 from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
+from caffe_lstm.synthetic import synthetic_weights
 
 
 if TYPE_CHECKING:  # serving loads on first use: most users never serve
@@ -348,8 +350,7 @@ class Net:
         node = layout_layer(self.graph, layer, str(self.prototxt))
         return export_layer(node, layout, str(self.weights))
 
-    def import_weights(self, layer: str, layout: str, arrays: Inputs,
-                       output: str | Path) -> int:
+    def import_weights(self, layer: str, layout: str, arrays: Inputs, output: str | Path) -> int:
         """Writes ``output``, a copy of the loaded caffemodel with ``layer``'s blobs replaced
         by ``arrays`` (by name, in ``layout``; an .npz path or a mapping). Two-bias layouts are
         summed into Caffe's one bias. Returns the number of other layers copied."""
@@ -364,13 +365,12 @@ class Net:
         return write_with_layer_replaced(output, self.weights, self.prototxt, self.graph, node,
                                          blobs)
 
-    def write_synthetic_weights(self, output: str | Path, seed: int = 0) -> int:
-        """Writes seeded synthetic weights (the prototxt's fillers, else scaled by the fan-in:
-        ``synthetic``) for every learnable layer to ``output``; returns the layers written."""
-        from caffe_lstm.synthetic import synthetic_weights
-
+    def write_synthetic_weights(self, output: str | Path, seed: int = 0, *,
+                                fillers: bool = False) -> int:
+        """Writes ``weights init``'s weights (docs/api.md) to ``output``; returns the layers."""
         self._require_layers()
-        layers = synthetic_weights(self.graph, seed, fillers=layer_fillers(self.prototxt))
+        drawn = synthetic_weights(self.graph, seed, fillers=layer_fillers(self.prototxt))
+        layers = drawn if fillers else unit_scaled(self.graph, drawn, self.random_inputs(seed))
         write_caffemodel(output, layers, net_name=self.graph.name)
         return len(layers)
 

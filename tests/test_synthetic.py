@@ -34,11 +34,12 @@ def ip_net(weight_filler: str = "", bias_filler: str = "") -> str:
 
 
 def init_blobs(invoke, tmp_path, text: str, seed: int = 0) -> dict[str, list[np.ndarray]]:
-    """``weights init`` of the net ``text``; the caffemodel read back, layer -> blobs."""
+    """``weights init --fillers`` of the net ``text`` (the blobs as the fillers draw them,
+    not rescaled); the caffemodel read back, layer -> blobs."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     net, weights = tmp_path / "net.prototxt", tmp_path / "w.caffemodel"
     net.write_text(text)
-    result = invoke("weights", "init", net, "-o", weights, "--seed", seed)
+    result = invoke("weights", "init", net, "-o", weights, "--seed", seed, "--fillers")
     assert result.exit_code == 0, result.stderr
     return {layer.name: [np.array(b.data).reshape(b.shape) for b in layer.blobs]
             for layer in read_caffemodel(weights)}

@@ -84,15 +84,25 @@ def import_command(options: GlobalOptions, net: Path, weights: Path, outputs: st
 @click.option("-o", "--output", required=True, type=_OUTPUT_FILE,
               help="The caffemodel to write.")
 @click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the weights: the same net and seed give the same file.")
+              help="Seed of the weights (and of the inputs they are scaled on): the same net "
+                   "and seed give the same file.")
+@click.option("--fillers", is_flag=True,
+              help="Keep the weights as drawn (the prototxt's fillers as written), without "
+                   "rescaling each layer's output to unit scale.")
 @pass_options
 def init_command(options: GlobalOptions, net: Path, outputs: str, phase: str,
-                 stages: tuple[str, ...],
-                 output: Path, seed: int) -> None:
+                 stages: tuple[str, ...], output: Path, seed: int, fillers: bool) -> None:
     """Write seeded synthetic weights for every learnable layer of the net.
 
-    The prototxt's own fillers where it gives them, filled as Caffe fills them; elsewhere
-    uniform in ±1/sqrt(fan_in). So a pipeline can be tried before real weights exist.
+    Drawn from the prototxt's own fillers where it gives them, filled as Caffe fills them;
+    elsewhere uniform in ±1/sqrt(fan_in). Then, layer by layer in graph order, each learnable
+    layer's matrices are rescaled so that its output has unit standard deviation on the net's
+    seeded random inputs (as LSUV initialisation does; recurrent layers keep theirs), so the
+    outputs depend on the inputs as a trained net's do. So a pipeline can be tried before real
+    weights exist.
     """
-    count = load(net, None, outputs, phase, stages).write_synthetic_weights(output, seed)
-    options.say(f"wrote synthetic weights (seed {seed}) for {count} layer(s) to {output}")
+    count = load(net, None, outputs, phase, stages).write_synthetic_weights(output, seed,
+                                                                             fillers=fillers)
+    drawn = "as the fillers draw them" if fillers else "each layer's output at unit scale"
+    options.say(f"wrote synthetic weights (seed {seed}, {drawn}) for {count} layer(s) to "
+                f"{output}")

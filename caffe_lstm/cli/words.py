@@ -40,7 +40,7 @@ FLAGS: dict[str, str] = {
     "weights": "-w", "outputs": "--outputs", "shapes": "--shape", "phase": "--phase",
     "stages": "--stage", "state": "--state", "runtime": "--runtime", "via": "--via",
     "fp16": "--fp16", "opset": "--opset", "lstm_op": "--lstm-op", "layer": "--layer",
-    "layout": "--layout", "max_batch": "--max-batch",
+    "layout": "--layout", "max_batch": "--max-batch", "fillers": "--fillers",
 }
 
 _PARAM = r"(?<![\w.])(" + "|".join(FLAGS) + r")"
