@@ -33,6 +33,7 @@ POSE_LIKE = (
     + f'layer {{ name: "fc" type: "InnerProduct" bottom: "relu{CONVS}" top: "fc" '
       'inner_product_param { num_output: 24 weight_filler { type: "gaussian" std: 0.01 } '
       'bias_filler { type: "constant" value: 0 } } }\n'
+      'layer { name: "unread" type: "Silence" bottom: "fc" }\n'  # a layer without a top
       'layer { name: "frames" type: "Reshape" bottom: "fc" top: "frames" '
       'reshape_param { shape { dim: 3 dim: 2 dim: 24 } } }\n'
       'layer { name: "lstm" type: "LSTM" bottom: "frames" bottom: "cont" top: "lstm" '

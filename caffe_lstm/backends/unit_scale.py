@@ -74,10 +74,10 @@ class _UnitScaling(NumpyExecutor):
 
     def visit(self, node: Node, inputs: list[np.ndarray]) -> list[np.ndarray]:
         results = super().visit(node, inputs)
-        matrices = self._matrices(node)
+        matrices = self._matrices(node) if results else []  # Silence has no top
         self._rescaled.update(id(value) for value in matrices)
-        spread = _spread(results[0])
-        if not matrices or spread is None or abs(spread - 1) <= TOLERANCE:
+        spread = _spread(results[0]) if matrices else None
+        if spread is None or abs(spread - 1) <= TOLERANCE:
             return results
         drawn = [value.data for value in matrices]
         # a layer linear in its matrices with no bias: y(s) = s·y(1), one rerun is exact
