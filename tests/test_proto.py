@@ -174,10 +174,10 @@ def test_master_counts_match_upstream():
 def test_total_counts():
     # Master + additions: 16 fork messages with 37 + 22 + 11 + 12 fields (Interp 6,
     # SpatialTransformer 11, Repeat 2, PSROIPooling 3; LSTMSimple 6, LstmUnit 5; Transpose's
-    # grid modes 4, ZerosData 1, CaptionInput 7), 2 Loop messages with 6 + 3 fields, 27 added
+    # grid modes 4, ZerosData 1, CaptionInput 7), 2 Loop messages with 6 + 4 fields, 27 added
     # fields, 3 enums with 5 + 3 + 4 values (TransposeType the third).
     assert len(FILE.message_type) == 63 + 16 + 2
-    assert sum(len(m.field) for m in FILE.message_type) == 423 + 27 + 37 + 22 + 11 + 12 + 6 + 3
+    assert sum(len(m.field) for m in FILE.message_type) == 423 + 27 + 37 + 22 + 11 + 12 + 6 + 4
     enums = [e for _, e in _walk_enums()]
     assert len(enums) == 26 + 3
     assert sum(len(e.value) for e in enums) == 111 + 5 + 3 + 4
@@ -420,6 +420,7 @@ def test_extension_in_text_format():
         ("LoopState", "name", 1, FDP.TYPE_STRING, FDP.LABEL_OPTIONAL),
         ("LoopState", "size", 2, FDP.TYPE_UINT32, FDP.LABEL_OPTIONAL),
         ("LoopState", "has_initial", 3, FDP.TYPE_BOOL, FDP.LABEL_OPTIONAL),
+        ("LoopState", "dim", 4, FDP.TYPE_INT32, FDP.LABEL_REPEATED),
     ],
 )
 def test_loop_message_field(message, name, number, type_, label):

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from caffe_lstm.analysis.limits import check_dims
-from caffe_lstm.errors import CaffeLstmError, GraphError, UnsupportedLayerError, layer_where
-from caffe_lstm.frontend.params import to_params
+from caffe_lstm.errors import (CaffeLstmError, GraphError, ModelLoadError, UnsupportedLayerError,
+                               layer_where)
+from caffe_lstm.frontend.params import Params, to_params
 from caffe_lstm.frontend.plugin_params import has_own_message, plugin_params
 from caffe_lstm.frontend.upgrade import SourceLayer
 from caffe_lstm.ir.graph import Graph, Node, Value
@@ -130,6 +131,8 @@ class Importer:
         self.graph = Graph(name=name)
         #: the node being parsed and its param message (what ``import_subgraph`` reads)
         self._parsing: tuple[Node, Any] | None = None
+        #: the layer being parsed (what ``layer_param`` reads)
+        self._source: SourceLayer | None = None
         self.current: dict[str, Value] = {}  # Caffe blob name -> its latest value
         self.remaining = defaultdict(int)  # Caffe blob name -> definitions still to come
         for source in layers:
@@ -220,6 +223,7 @@ class Importer:
         # a plugin's own message (not in our schema) is read from the prototxt's text
         message = None if has_own_message(op) else getattr(source.layer, op.param)
         outer, self._parsing = self._parsing, (node, message)
+        outer_source, self._source = self._source, source
         try:
             params = plugin_params(op, source, self.file) if message is None \
                 else to_params(message)
@@ -228,7 +232,17 @@ class Importer:
             exc.where = exc.where or node.label
             raise type(exc)(exc.what, exc.where, exc.hint) from None
         finally:
-            self._parsing = outer
+            self._parsing, self._source = outer, outer_source
+
+    def layer_param(self, field: str) -> Params:
+        """Another param message of the layer being parsed (in caffe-lstm's schema), as the
+        view ``parse`` gets its own message in."""
+        layer = self._source.layer
+        if field not in layer.DESCRIPTOR.fields_by_name or \
+                layer.DESCRIPTOR.fields_by_name[field].message_type is None:
+            raise ModelLoadError(f"'{field}' is not a param message of caffe-lstm's schema",
+                                 "", "read a LayerParameter field such as convolution_param")
+        return to_params(getattr(layer, field))
 
     def import_subgraph(self, inputs: Sequence[str], outputs: Sequence[str]) -> Graph:
         """The layers of the param message being parsed (``loop_param.layer``) as a graph:

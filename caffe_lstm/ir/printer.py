@@ -46,7 +46,8 @@ def _attrs(node: Node) -> str:
 def _attr(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_attr(v) for v in value) + "]"
-    if hasattr(value, "__dataclass_fields__"):
+    if hasattr(value, "__dataclass_fields__") and value.__dataclass_params__.repr:
+        # a dataclass that writes its own repr (LoopState) is printed by it
         fields = ", ".join(f"{k}={getattr(value, k)!r}" for k in value.__dataclass_fields__)
         return f"{type(value).__name__}({fields})"
     return repr(value)

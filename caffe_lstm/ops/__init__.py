@@ -28,11 +28,16 @@ from caffe_lstm.ops import resample  # noqa: F401
 from caffe_lstm.ops import roi  # noqa: F401  PSROIPooling (R-FCN)
 from caffe_lstm.ops import repeat  # noqa: F401  Repeat (christopher5106/last_caffe_with_stn)
 from caffe_lstm.ops import python_layer  # noqa: F401  Python (Caffe's, through a pycaffe shim)
+# The step API (docs/ops.md): a recurrent type writes one time step, the Loop is built from it.
+from caffe_lstm.ops.builder import COPY_DIM, NodeBuilder, Step
+from caffe_lstm.ops.recurrent.cells import (ConvolutionGates, InnerProductGates, gru_step,
+                                            lstm_step, rnn_step)
 # Layer types from outside: plugins register through this register_op (docs/plugins.md).
 from caffe_lstm.ops.plugins import (ParamField, PluginError, load_plugins, noted_without_facet,
                                    refused_result, register_op)
 
-__all__ = ["FACETS", "MissingFacetError", "Op", "ParamField", "PluginError", "RecurrentSpec",
-           "check_facet", "claimed_facets", "get_op", "has_facet", "load_plugins",
-           "missing_facets", "noted_without_facet", "recurrent_spec", "recurrent_types",
-           "refused_result", "register_op", "registered_types"]
+__all__ = ["COPY_DIM", "FACETS", "ConvolutionGates", "InnerProductGates", "MissingFacetError",
+           "NodeBuilder", "Op", "ParamField", "PluginError", "RecurrentSpec", "Step",
+           "check_facet", "claimed_facets", "get_op", "gru_step", "has_facet", "load_plugins",
+           "lstm_step", "missing_facets", "noted_without_facet", "recurrent_spec",
+           "recurrent_types", "refused_result", "register_op", "registered_types", "rnn_step"]

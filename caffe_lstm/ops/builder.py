@@ -1,9 +1,17 @@
-"""NodeBuilder: appends nodes for a rewrite, one helper per Caffe layer type it needs.
+"""NodeBuilder: appends nodes for a rewrite, one helper per Caffe layer type it needs; Step:
+one time step of a recurrence, which ``NodeBuilder.loop`` makes a Loop (docs/ops.md).
 
 Every node it makes is named ``__<origin>/<name>`` (inserted by a rewrite) and remembers the
 layer it came from; its output value is called ``<origin>/<name>`` after Caffe's unrolled blobs.
 Helpers return a single Value, or a tuple for multi-output layers such as Slice. The attributes
 come from each op's own ``make_attrs``, so their names live in the op class only.
+
+A recurrent type describes one step and nothing else: ``s = b.step()`` is a NodeBuilder on a
+new body graph; ``s.sequence`` (slice t of a (T, ...) value computed before the loop),
+``s.state`` (a carried state at t − 1, times cont_t by Caffe's rule when given one) and
+``s.invariant`` (a value every step reads) are its inputs; ``s.update`` and ``s.output`` its
+results; ``b.loop(s, ...)`` appends the Loop node. Everything else (the ILoop, the Scan, the
+unrolled copies, ``--state io``, Triton's sequence state, the DOT cluster) is built from it.
 """
 
 from __future__ import annotations
@@ -12,11 +20,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from caffe_lstm.errors import GraphError
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops.activation import Clip, ReLU
+from caffe_lstm.ops.conv import Convolution
 from caffe_lstm.ops.data import DummyData
 from caffe_lstm.ops.elementwise import Eltwise, Scale
 from caffe_lstm.ops.linear import InnerProduct
+from caffe_lstm.ops.loop import COPY_DIM, LoopState
 from caffe_lstm.ops.registry import get_op
 from caffe_lstm.ops.shape import Concat, Reshape, Slice
 
@@ -53,6 +64,19 @@ class NodeBuilder:
         attrs = InnerProduct.make_attrs(w.shape[0], bias_term=b is not None, axis=axis)
         weights = [w] + ([b] if b is not None else [])
         return self.add("InnerProduct", name, [x], attrs, weights, tops=[top or name])[0]
+
+    def convolution(self, name: str, x: Value, w: Value, b: Value | None = None, *,
+                    pad: int | Sequence[int] = 0, stride: int | Sequence[int] = 1,
+                    dilation: int | Sequence[int] = 1, axis: int = 1, group: int = 1,
+                    top: str | None = None) -> Value:
+        """Caffe's Convolution of x with W (M, C/group, *kernel) (+ b) over the spatial axes
+        after the channel ``axis``; pad, stride and dilation once for every spatial axis or
+        once per axis. The output is called ``top`` (default ``name``)."""
+        attrs = Convolution.make_attrs(w.shape[0], list(w.shape[2:]), pad=pad, stride=stride,
+                                       dilation=dilation, axis=axis, group=group,
+                                       bias_term=b is not None)
+        weights = [w] + ([b] if b is not None else [])
+        return self.add("Convolution", name, [x], attrs, weights, tops=[top or name])[0]
 
     def scale(self, name: str, x: Value, factor: Value, axis: int = 0) -> Value:
         """Caffe's two-bottom Scale: x times factor broadcast from ``axis`` on."""
@@ -100,6 +124,130 @@ class NodeBuilder:
         attrs = Reshape.make_attrs(list(dims))
         return self.add("Reshape", name, [x], attrs, outputs=[output] if output else None)[0]
 
+    def eltwise_coeff(self, name: str, coeff: Sequence[float], *xs: Value) -> Value:
+        """Caffe's Eltwise SUM with coefficients: Σ coeff_i · x_i (``(1, -1)``: a difference)."""
+        return self.add("Eltwise", name, list(xs), Eltwise.make_attrs("SUM", list(coeff)))[0]
+
+    # ---- recurrences ------------------------------------------------------------------------
+
+    def step(self) -> Step:
+        """A new time step of this layer's recurrence: a NodeBuilder on the loop's body."""
+        return Step(self)
+
+    def loop(self, step: Step, sequences: Sequence[Value],
+             finals: Sequence[Value] | None = None) -> list[Value]:
+        """Appends the Loop node ``__<origin>/loop`` running ``step`` over the time axis (axis 0
+        of its ``sequence`` inputs). Its tops are ``sequences``, one per ``step.output`` (that
+        output of every step, concatenated on axis 0), then the final states, in ``step.state``
+        order: ``finals`` (the layer's own tops, say) or new values ``<origin>/<state>_T``.
+        Returns the final states."""
+        body, states, inputs = step._finish()
+        if len(sequences) != len(step.outputs):
+            raise GraphError(f"the step has {len(step.outputs)} outputs, the loop was given "
+                             f"{len(sequences)} sequences for them", self.origin,
+                             "give one sequence value per step.output")
+        finals = list(finals) if finals is not None else [
+            Value(f"{self.origin}/{state.name}_T") for state in states]
+        if len(finals) != len(states):
+            raise GraphError(f"the step carries {len(states)} states, the loop was given "
+                             f"{len(finals)} final values", self.origin,
+                             "give one final value per step.state, or none")
+        attrs = {"body": body, "n_iterate": step.n_sequences, "states": states,
+                 "n_sequence_outputs": len(step.outputs)}
+        self.graph.nodes.append(Node(f"__{self.origin}/loop", "Loop", inputs,
+                                     list(sequences) + finals, attrs, origin=self.origin,
+                                     where=self.where))
+        return finals
+
+
+class Step(NodeBuilder):
+    """One time step of ``outer``'s layer: a NodeBuilder whose nodes form the loop's body.
+
+    Body inputs are named ``<origin>/<name>``; its nodes follow the NodeBuilder's naming rule.
+    The Loop hands the body, in this order: the ``sequence`` slices, the ``state`` values at
+    t − 1, the ``invariant`` values; it takes back each state's ``update``, then the
+    ``output`` values.
+    """
+
+    def __init__(self, outer: NodeBuilder) -> None:
+        super().__init__(Graph(name=f"{outer.origin}/step"), outer.origin, outer.where)
+        self.sites = outer.sites  # the body's nodes are the expansion's too
+        self._sequences: list[tuple[Value, Value]] = []  # (outer (T, ...), body slice)
+        self._states: list[tuple[str, tuple[int, ...], Value, Value | None]] = []
+        self._invariants: list[tuple[Value, Value]] = []
+        self._next: dict[str, Value] = {}
+        self.outputs: list[Value] = []
+
+    @property
+    def n_sequences(self) -> int:
+        return len(self._sequences)
+
+    def _input(self, name: str) -> Value:
+        return Value(f"{self.origin}/{name}")
+
+    def sequence(self, x: Value, name: str) -> Value:
+        """x[t:t+1], the step's slice (1, ...) of ``x`` (T, ...), a value computed before the
+        loop (the projection of every step's input at once, cont, ...); the body input
+        ``<origin>/<name>``. The first one also gives the dims a state's 0 copies."""
+        inner = self._input(name)
+        self._sequences.append((x, inner))
+        return inner
+
+    def state(self, name: str, dims: Sequence[int], initial: Value | None = None,
+              cont: Value | None = None) -> Value:
+        """The carried state ``name`` at t − 1, of shape (1, *dims): the body input
+        ``<origin>/<name>_prev``. ``dims`` may hold 0 for a dim copied from the first
+        ``sequence`` at that axis ((0, H) is (1, N, H) with N the sequence's axis 1; (D, 0, 0)
+        is (1, D, H, W) beside a (T, C, H, W) sequence). ``initial`` (a value from before the
+        loop, (1, *dims)) gives the value at t = 0; without it the state starts at zeros.
+
+        ``cont`` (a ``sequence`` slice (1, N)) applies Caffe's rule: the result is then
+        ``<name>_conted`` = cont_t · state (Scale, axis 0), a reset where cont_t = 0. A type
+        with another rule passes no ``cont`` and uses the cont slice where its rule says."""
+        if any(existing == name for existing, *_ in self._states):
+            raise GraphError(f"the step already carries a state named {name!r}", self.origin,
+                             "give each state its own name")
+        prev = self._input(f"{name}_prev")
+        self._states.append((name, tuple(int(d) for d in dims), prev, initial))
+        return self.scale(f"{name}_conted", prev, cont) if cont is not None else prev
+
+    def invariant(self, x: Value, name: str) -> Value:
+        """``x``, a value computed before the loop and read unchanged by every step (a static
+        input's projection); the body input ``<origin>/<name>``."""
+        inner = self._input(name)
+        self._invariants.append((x, inner))
+        return inner
+
+    def update(self, name: str, value: Value) -> None:
+        """``value`` is the state ``name`` after this step (its value at t)."""
+        self._next[name] = value
+
+    def output(self, value: Value) -> None:
+        """``value`` (1, ...) is a step output: the loop's sequence is every step's, stacked."""
+        self.outputs.append(value)
+
+    def _finish(self) -> tuple[Graph, list[LoopState], list[Value]]:
+        """The body graph (inputs and outputs in the Loop's order), the LoopStates and the
+        Loop node's inputs: sequences, the initial values given, invariants."""
+        missing = [name for name, *_ in self._states if name not in self._next]
+        if missing:
+            raise GraphError(f"the step never updates its state {', '.join(missing)}",
+                             self.origin, "call step.update(name, value) for every state")
+        if not self._sequences:
+            raise GraphError("the step has no sequence input", self.origin,
+                             "give the loop its time axis with step.sequence(x, name)")
+        body = self.graph
+        body.inputs = ([inner for _, inner in self._sequences]
+                       + [prev for _, _, prev, _ in self._states]
+                       + [inner for _, inner in self._invariants])
+        body.outputs = [self._next[name] for name, *_ in self._states] + self.outputs
+        states = [LoopState(name, dims, initial is not None)
+                  for name, dims, _, initial in self._states]
+        inputs = ([outer for outer, _ in self._sequences]
+                  + [initial for *_, initial in self._states if initial is not None]
+                  + [outer for outer, _ in self._invariants])
+        return body, states, inputs
+
 
 def _check_arguments(op: str, name: str, inputs: Sequence[Value], attrs: Any,
                      weights: Sequence[Value], outputs: Sequence[Value]) -> None:
@@ -130,3 +278,6 @@ def _caller() -> str:
     while frame is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
+
+
+__all__ = ["COPY_DIM", "NodeBuilder", "Step"]

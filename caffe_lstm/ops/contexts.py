@@ -39,6 +39,11 @@ class ImportContext(Protocol):
         layers produce."""
         ...
 
+    def layer_param(self, field: str) -> ParamView:
+        """Another param message of the layer being parsed, one in caffe-lstm's schema (a
+        fork's layer reading ``convolution_param`` beside its own message), viewed as ``p``."""
+        ...
+
 
 class ShapeContext(Protocol):
     """Shape inference, handed to ``infer`` and ``blobs`` (``analysis/shapes.py``)."""
@@ -263,7 +268,17 @@ class DotContext(Protocol):
 
 class ExpandContext(Protocol):
     """The rewrite's NodeBuilder, handed to ``expand`` (``ops/builder.py``): ``add`` appends a
-    node; its other methods (inner_product, eltwise, slice, ...) are shorthands for ``add``."""
+    node; its other methods (inner_product, eltwise, slice, ...) are shorthands for ``add``;
+    ``step`` and ``loop`` write a recurrence as one time step (docs/ops.md)."""
+
+    def step(self) -> Any:
+        """A new time step of the layer's recurrence (a ``Step``: a builder on the body)."""
+        ...
+
+    def loop(self, step: Any, sequences: Sequence[Value],
+             finals: Sequence[Value] | None = None) -> list[Value]:
+        """Appends the Loop running ``step`` over time; returns the final states."""
+        ...
 
     def add(self, op: str, name: str, inputs: Sequence[Value],
             attrs: dict[str, Any] | None = None, weights: Sequence[Value] = (),

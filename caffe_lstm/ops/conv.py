@@ -130,6 +130,19 @@ class Convolution(Op):
     parse = staticmethod(parse_conv_param)
 
     @staticmethod
+    def make_attrs(num_output: int, kernel: list[int], *, pad: int | list[int] = 0,
+                   stride: int | list[int] = 1, dilation: int | list[int] = 1, axis: int = 1,
+                   group: int = 1, bias_term: bool = True) -> dict:
+        """The node attributes (convolution_param's fields): the kernel per spatial axis, pad,
+        stride and dilation once for every axis or once per axis."""
+        def listed(value):
+            return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+        return {"num_output": num_output, "bias_term": bias_term, "group": group, "axis": axis,
+                "kernel_size": listed(kernel), "stride": listed(stride), "pad": listed(pad),
+                "dilation": listed(dilation), "kernel_h": None, "kernel_w": None,
+                "stride_h": None, "stride_w": None, "pad_h": None, "pad_w": None}
+
+    @staticmethod
     def infer(ctx, node: Node, x: Shape) -> tuple[Shape, ...]:
         g = conv_geometry(node, x)
         _check_channels(node, x[g.axis])

@@ -7,8 +7,11 @@ A Loop node holds a body graph that computes one time step. Its layout:
 - body outputs: [next states (s)] + [step outputs (m)]
 - node outputs: [sequences (m), the step outputs concatenated on axis 0] + [final states (s)]
 
-The trip count T is axis 0 of the iterated inputs. A state without an initial value starts at
-zeros of shape (1, N, size), N being axis 1 of the first iterated input (Caffe's zero h_0/c_0).
+The trip count T is axis 0 of the iterated inputs. A state has the shape (1, *dims), any rank:
+(1, N, H) for an LSTM's h, (1, D, H, W) or (1, N, C, H, W) for a convolutional one. A state
+without an initial value starts at zeros of that shape, where a 0 in ``dims`` copies the dim of
+the first iterated input at the same axis, read at run time (as Caffe's Reshape reads 0): an
+LSTM's (0, H) is (1, N, H), N being axis 1 of the first iterated input (Caffe's zero h_0/c_0).
 This maps one to one onto TensorRT's ILoop: iterators, recurrences, CONCATENATE and LAST_VALUE,
 and onto ONNX's Scan: scan inputs, state variables, scan outputs and final state values.
 """
@@ -24,13 +27,41 @@ from caffe_lstm.ir.graph import Graph, Node, Shape
 from caffe_lstm.ops.registry import Op, register_op, shape_error
 
 
-@dataclass(frozen=True)
+#: In ``LoopState.dims``: this dim is the first iterated input's dim at the same axis.
+COPY_DIM = 0
+
+
+@dataclass(frozen=True, repr=False)
 class LoopState:
-    """A carried state: its name (``h``, ``c``), its width, and whether an input initialises it."""
+    """A carried state: its name (``h``, ``c``), its dims after the leading step axis of 1
+    (``COPY_DIM`` = 0 copies the first iterated input's dim at that axis), and whether an
+    input initialises it. An LSTM's h is ``LoopState("h", (0, H), False)``: (1, N, H)."""
 
     name: str
-    size: int
+    dims: tuple[int, ...]
     has_initial: bool
+
+    @staticmethod
+    def of_width(name: str, width: int, has_initial: bool) -> LoopState:
+        """A (1, N, width) state, N being axis 1 of the first iterated input."""
+        return LoopState(name, (COPY_DIM, width), has_initial)
+
+    @property
+    def width(self) -> int | None:
+        """The width of a (1, N, width) state (loop_param's ``size``), else None."""
+        if len(self.dims) == 2 and self.dims[0] == COPY_DIM:
+            return self.dims[1]
+        return None
+
+    def __repr__(self) -> str:
+        # a (1, N, width) state reads as loop_param writes it: by its size
+        shape = f"size={self.width}" if self.width is not None else f"dims={self.dims}"
+        return f"LoopState(name={self.name!r}, {shape}, has_initial={self.has_initial})"
+
+    def zeros_shape(self, first: Shape) -> Shape:
+        """(1, *dims) with each 0 resolved from ``first``, the first iterated input's shape."""
+        return (1,) + tuple((first[axis] if axis < len(first) else 1) if dim == COPY_DIM
+                            else dim for axis, dim in enumerate(self.dims, start=1))
 
 
 @dataclass(frozen=True)
@@ -77,7 +108,8 @@ class Loop(Op):
         """loop_param: the body's layers (imported by ``ctx`` like the net's own), the names of
         its input and output blobs, the counts and the carried states."""
         body = ctx.import_subgraph(p.input, p.output)
-        states = tuple(LoopState(s.name, s.size, s.has_initial) for s in p.state)
+        states = tuple(LoopState(s.name, tuple(s.dim) or (COPY_DIM, s.size), s.has_initial)
+                       for s in p.state)
         return {"body": body, "n_iterate": p.num_iterated, "states": states,
                 "n_sequence_outputs": p.num_sequence_outputs}
 
@@ -128,8 +160,7 @@ class Loop(Op):
                 "output": [v.name for v in layout.body.outputs],
                 "num_iterated": layout.n_iterate,
                 "num_sequence_outputs": layout.n_sequence_outputs,
-                "state": [{"name": st.name, "size": st.size, "has_initial": st.has_initial}
-                          for st in layout.states]}
+                "state": [_state_message(st) for st in layout.states]}
 
     @staticmethod
     def dot(ctx, node: Node) -> None:
@@ -148,6 +179,12 @@ class Loop(Op):
             exits=body.outputs[n_states:] + body.outputs[:n_states],
             back_edges=[(value, prev, f"next {state.name}") for state, value, prev
                         in zip(layout.states, body.outputs, previous)])
+
+
+def _state_message(state: LoopState) -> dict:
+    """A LoopState message: ``size`` for a (1, N, size) state, its ``dim``s for any other."""
+    shape = {"size": state.width} if state.width is not None else {"dim": list(state.dims)}
+    return {"name": state.name, **shape, "has_initial": state.has_initial}
 
 
 def _check_layout(node: Node) -> None:
@@ -218,12 +255,13 @@ def _emit_loop(ctx, node: Node, tensors: tuple) -> tuple:
 
 
 def _trt_initial_states(ctx, layout: LoopLayout, first, initial: list) -> list:
-    """Given initial states, or zeros of (1, N, size) with N read from the first iterated input
-    at run time."""
+    """Given initial states, or zeros of (1, *dims), each 0 read from the first iterated input
+    at run time (an LSTM's (1, N, H): N)."""
     given = iter(initial)
-    return [next(given) if state.has_initial else
-            ctx.zeros(ctx.concat_shape([1, ctx.dims(first, 1, 2), state.size]), f"{state.name}_0")
-            for state in layout.states]
+    return [next(given) if state.has_initial else ctx.zeros(ctx.concat_shape(
+        [1] + [ctx.dims(first, axis, axis + 1) if dim == COPY_DIM else dim
+               for axis, dim in enumerate(state.dims, start=1)]), f"{state.name}_0")
+        for state in layout.states]
 
 
 def _export_scan(ctx, node: Node, names: tuple) -> tuple:
@@ -273,16 +311,18 @@ def _body_output_names(ctx, body: Graph, n_states: int) -> tuple[list[str], list
 
 def _onnx_initial_states(ctx, layout: LoopLayout, first: str, first_value,
                          initial: list) -> list:
-    """Given initial states, or zeros of (1, N, size), N being dim 1 of the first iterated
-    input (read at run time when the batch is symbolic)."""
+    """Given initial states, or zeros of (1, *dims), each 0 the first iterated input's dim at
+    that axis (read at run time when it is symbolic; an LSTM's (1, N, H): N)."""
     given = iter(initial)
     states = []
     for state in layout.states:
         if state.has_initial:
             states.append(next(given))
             continue
-        shape = ctx.shape_tensor([1, *ctx.dim_parts(first, first_value, [1]), state.size],
-                                 f"{state.name}_0_shape")
+        parts = [part for axis, dim in enumerate(state.dims, start=1)
+                 for part in (ctx.dim_parts(first, first_value, [axis]) if dim == COPY_DIM
+                              else [dim])]
+        shape = ctx.shape_tensor([1, *parts], f"{state.name}_0_shape")
         states.append(ctx.zeros(shape, f"{state.name}_0"))
     return states
 
@@ -302,14 +342,13 @@ def _trip_count(node: Node, iterated: list[Shape]) -> int:
 def _state_shapes(node: Node, layout: LoopLayout, iterated: list[Shape],
                   initial: list[Shape]) -> list[Shape]:
     given = iter(initial)
-    batch = iterated[0][1] if len(iterated[0]) > 1 else 1
-    return [tuple(next(given)) if state.has_initial else (1, batch, state.size)
+    return [tuple(next(given)) if state.has_initial else state.zeros_shape(iterated[0])
             for state in layout.states]
 
 
 def _initial_states(layout: LoopLayout, iterated: list[np.ndarray],
                     initial: list[np.ndarray]) -> list[np.ndarray]:
     given = iter(initial)
-    batch = iterated[0].shape[1] if iterated[0].ndim > 1 else 1
-    return [next(given) if state.has_initial else np.zeros((1, batch, state.size), np.float32)
+    return [next(given) if state.has_initial
+            else np.zeros(state.zeros_shape(iterated[0].shape), np.float32)
             for state in layout.states]

@@ -74,10 +74,28 @@ class RecurrentSpec:
     widths: Callable[[Node], tuple[int, ...]] | None = None
     #: Which nodes of an exposable type can expose their states (None: every one).
     exposable_if: Callable[[Node], bool] | None = None
+    #: The full shapes of the exposed states of a node, (1, ...) each, in ``states`` order, for
+    #: states that are not (1, N, width): a convolutional state (1, D, H, W), say. None: the
+    #: shapes are (1, N, width) from ``widths``, N being axis 1 of the first bottom.
+    shapes: Callable[[Node], tuple[Shape, ...]] | None = None
+    #: Whether Caffe starts each Forward from the previous one's final state (recurrent_layer.cpp
+    #: without expose_hidden), so that ``state="auto"`` exposes the states where cont may be
+    #: non-zero at t = 0; False: every Forward starts from zeros or its initial-state bottoms.
+    carries_state: bool = True
 
     def can_expose(self, node: Node) -> bool:
         """Whether ``--state io`` can make this node's states inputs and outputs."""
         return self.exposable and (self.exposable_if is None or self.exposable_if(node))
+
+    def state_shapes(self, node: Node) -> tuple[Shape, ...]:
+        """The shapes of the node's exposed states: ``shapes``, or (1, N, width) each."""
+        if self.shapes is not None:
+            return tuple(tuple(shape) for shape in self.shapes(node))
+        if self.widths is None:
+            raise ValueError(f"{node.op} declares neither the widths nor the shapes of its "
+                             "states")
+        batch = node.inputs[0].shape[1]
+        return tuple((1, batch, width) for width in self.widths(node))
 
     def is_exposed(self, node: Node) -> bool:
         """Whether the node's states are bottoms and tops already (``expose_hidden``)."""
@@ -85,15 +103,16 @@ class RecurrentSpec:
 
     def expose(self, node: Node) -> tuple[list[Value], list[Value]]:
         """Switches ``expose_hidden`` on: appends the initial states ``<layer>/<state>_0``
-        (1, N, width) as bottoms and the final states ``<layer>/<state>_T`` as tops; returns
-        both lists, for the caller to make them net inputs and outputs."""
-        if not self.can_expose(node) or self.widths is None:
+        (``state_shapes``: (1, N, width), or any shape the type declares) as bottoms and the
+        final states ``<layer>/<state>_T`` as tops; returns both lists, for the caller to make
+        them net inputs and outputs."""
+        if not self.can_expose(node):
             raise ValueError(f"{node.op} node {node.name} has no states to expose")
-        batch, widths = node.inputs[0].shape[1], self.widths(node)
-        initial = [Value(f"{node.name}/{name}_0", (1, batch, width))
-                   for name, width in zip(self.states, widths)]
-        finals = [Value(f"{node.name}/{name}_T", (1, batch, width), producer=node)
-                  for name, width in zip(self.states, widths)]
+        shapes = self.state_shapes(node)
+        initial = [Value(f"{node.name}/{name}_0", shape)
+                   for name, shape in zip(self.states, shapes)]
+        finals = [Value(f"{node.name}/{name}_T", shape, producer=node)
+                  for name, shape in zip(self.states, shapes)]
         node.inputs.extend(initial)
         node.outputs.extend(finals)
         node.attrs["expose_hidden"] = True

@@ -97,7 +97,8 @@ def needs_state_io(graph: Graph) -> bool:
     A cont that is 0 at t = 0 fully masks the carried state, so zero state is exact.
     """
     return any(_exposable(node) is not None and not _exposable(node).is_exposed(node)
-               and _could_start_non_zero(node) for node in graph.nodes)
+               and _exposable(node).carries_state and _could_start_non_zero(node)
+               for node in graph.nodes)
 
 
 def _could_start_non_zero(node: Node) -> bool:

@@ -63,13 +63,12 @@ def _time_slices(b: NodeBuilder, x: Value, steps: int) -> list[Value]:
 def _initial_states(b: NodeBuilder, layout: LoopLayout, first: Value,
                     initial: list[Value]) -> list[Value]:
     given, states = iter(initial), []
-    batch = first.shape[1] if len(first.shape) > 1 else 1
     for state in layout.states:
         if state.has_initial:
             states.append(next(given))
         else:
             # h_0 = 0 (and c_0 = 0): a constant, as the zero-filled inputs of Caffe's unrolled net
-            states.append(b.constant(f"{state.name}_0", [1, batch, state.size], 0.0))
+            states.append(b.constant(f"{state.name}_0", state.zeros_shape(first.shape), 0.0))
     return states
 
 
