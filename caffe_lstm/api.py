@@ -325,18 +325,18 @@ class Net:
                   name: str | None = None, max_batch: int = 8, instances: int = 1,
                   cont_from_start: bool = False, batch_axes: Mapping[str, int] | None = None,
                   batching: Batching | None = None, opset: int = DEFAULT_OPSET,
-                  runtime: Runtime | str = "auto") -> TritonModel:
+                  runtime: Runtime | str = "auto", state: State | str = "auto") -> TritonModel:
         """Writes the Triton model ``repository/<name>`` (default: the prototxt's stem):
         ``config.pbtxt`` and ``1/model.plan`` (``backend="tensorrt"``), ``1/model.onnx``
         (``"onnxruntime"``) or ``1/model.py`` + ``model.onnx`` (``"python"``); tensors
-        batch-major, states as Triton sequence state (docs/cli.md, caffe-lstm triton).
+        batch-major, the ``state`` (as ``--state``) as Triton sequence state (docs/cli.md).
         ``batch_axes``: input -> batch axis where ambiguous; ``batching``: a
         ``serving.config.Batching``. Returns a ``serving.repository.TritonModel``."""
         from caffe_lstm.serving.config import Batching
         from caffe_lstm.serving.repository import TritonOptions, write_repository
 
         self._require_weights("write a Triton model")
-        net = self._stated(State.AUTO)
+        net = self._stated(State.parse(state, "state"))
         options = TritonOptions(backend, max_batch, instances, cont_from_start,
                                 dict(batch_axes or {}), batching or Batching(), opset,
                                 Runtime.parse(runtime, "runtime"))

@@ -9,6 +9,7 @@ test module can import this one whatever is installed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -897,10 +898,24 @@ def script(name: str) -> Path:
 PLUGIN_EXAMPLE = SAMPLES / "plugin_example"
 
 
-def install_example(site: Path) -> Path:
+@contextlib.contextmanager
+def isolated_plugin_modules(*prefixes: str):
+    """The built-in registry inside; the modules that plugins loaded inside imported (named
+    ``caffe_lstm_plugin_*`` or starting with one of ``prefixes``) are forgotten afterwards."""
+    from caffe_lstm.ops import plugins
+
+    modules = set(sys.modules)
+    with plugins.isolated():
+        yield
+    for name in set(sys.modules) - modules:
+        if name.startswith(("caffe_lstm_plugin_", *prefixes)):
+            del sys.modules[name]
+
+
+def install_example(site: Path, example: Path = PLUGIN_EXAMPLE) -> Path:
     """A distribution of the example package in ``site`` (to put on the path): its METADATA and
     the entry points its pyproject.toml declares, in pip's entry_points.txt format."""
-    project = tomllib.loads((PLUGIN_EXAMPLE / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((example / "pyproject.toml").read_text())["project"]
     info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,7 @@ from caffe_lstm.frontend.caffemodel import read_caffemodel
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.ops import Op, get_op, plugins, register_op
 from tests.helpers import (
-    SAMPLES, assert_one_error_line, install_example, run_cli, torch_lstm,
+    SAMPLES, assert_one_error_line, install_example, isolated_plugin_modules, run_cli, torch_lstm,
 )
 
 EXAMPLE = SAMPLES / "plugin_example"
@@ -77,12 +76,8 @@ def reference(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def isolated_plugins():
     """Each test starts from the built-in registry; modules its plugins imported are
     forgotten afterwards."""
-    modules = set(sys.modules)
-    with plugins.isolated():
+    with isolated_plugin_modules(MODULE):
         yield
-    for name in set(sys.modules) - modules:
-        if name.startswith(("caffe_lstm_plugin_", MODULE)):
-            del sys.modules[name]
 
 
 # ---- the worked example through the entry point -----------------------------------------------

@@ -47,7 +47,7 @@ def shown_in(expected: str, lines: list[str]) -> bool:
 def test_the_worked_example_runs_as_written(tmp_path):
     pytest.importorskip("tensorrt_rtx_bindings", reason="the example builds with TensorRT-RTX")
     pytest.importorskip("onnxruntime")
-    for name in ("plugin_example", "python_layer"):
+    for name in ("plugin_example", "python_layer", "conv_gru_plugin"):
         shutil.copytree(SAMPLES / name, tmp_path / "samples" / name)
     path = [str(ROOT)]
     ran = 0
@@ -74,6 +74,8 @@ def test_the_worked_example_runs_as_written(tmp_path):
     assert ran >= 8, "the page lost its worked example"
     assert (tmp_path / "normalize_lstm.engine").stat().st_size > 0
     assert (tmp_path / "normalize_lstm.onnx").stat().st_size > 0
+    assert (tmp_path / "conv_gru.engine").stat().st_size > 0
+    assert (tmp_path / "models" / "conv_gru" / "config.pbtxt").is_file()
 
 
 def test_the_python_example_runs(tmp_path, monkeypatch):

@@ -10,9 +10,9 @@ import click
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, net_argument,
                                     pass_options, runtime_option, selection_options,
-                                    weights_option)
+                                    state_option, weights_option)
 from caffe_lstm.cli.requires import require_tensorrt
-from caffe_lstm.options import Backend
+from caffe_lstm.options import Backend, State
 from caffe_lstm.serving.config import Batching
 
 
@@ -64,13 +64,14 @@ def _batch_axes(ctx: click.Context, param: click.Parameter,
 @click.option("--max-sequence-idle-us", type=click.IntRange(min=1), default=10_000_000,
               show_default=True,
               help="A sequence idle this long is ended and its state dropped.")
+@state_option(*State, default=State.AUTO)
 @selection_options
 @pass_options
 def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, backend: str,
            runtime: str, name: str | None, max_batch: int, instances: int, cont_from_start: bool,
            batch_axes: dict[str, int], max_candidate_sequences: int | None,
            preferred: tuple[int, ...], max_queue_delay_us: int, max_sequence_idle_us: int,
-           outputs: str, phase: str, stages: tuple[str, ...]) -> None:
+           recurrent_state: str, outputs: str, phase: str, stages: tuple[str, ...]) -> None:
     """Write a Triton Inference Server model repository.
 
     Inputs and outputs are batch-major (N first: time-major blobs are transposed at the
@@ -84,7 +85,7 @@ def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, b
     written = load(net, weights, outputs, phase, stages).to_triton(
         repository, backend=backend, name=name, max_batch=max_batch, instances=instances,
         cont_from_start=cont_from_start, batch_axes=batch_axes, batching=batching,
-        runtime=runtime)
+        runtime=runtime, state=recurrent_state)
     spec = written.spec
     batcher = ("sequence batching" if spec.stateful else
                "dynamic batching" if spec.max_batch else "no batching")
