@@ -253,7 +253,7 @@ def _onnx_indicator(ctx, steps: int, x: str, value, axis: int) -> str:
 
 def _bottom_axis(node: Node, rank: int) -> int:
     """``axis`` of jolibrain's layer as Blob::shape reads it (negative: from the end)."""
-    return canonical_axis(node, node.attrs["axis"], rank)
+    return canonical_axis(node, node.attrs.get("axis", 0), rank)
 
 
 def _indicator_batch(node: Node, bottom: tuple[Shape, ...]) -> int:
@@ -261,7 +261,7 @@ def _indicator_batch(node: Node, bottom: tuple[Shape, ...]) -> int:
     other than 0 has no meaning the forks give it)."""
     if bottom:
         return int(bottom[0][_bottom_axis(node, len(bottom[0]))])
-    if node.attrs["axis"] != 0:
+    if node.attrs.get("axis", 0) != 0:
         raise UnsupportedLayerError(
             f"continuation_indicator_param.axis is {node.attrs['axis']} without a bottom: "
             "jolibrain/caffe reads N at that axis of its bottom; warpctc-caffe and crnn.caffe, "
