@@ -7,7 +7,7 @@ import numpy as np
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.synthetic import synthetic_weights
-from tests.helpers import corpus_files, needs_corpus, sample
+from tests.helpers import assert_plan, corpus_files, needs_corpus, sample, synthetic_files
 
 
 def _run(invoke, tmp_path, net, weights, feeds, *flags):
@@ -120,7 +120,6 @@ def test_state_io_with_a_dynamic_batch_of_images(invoke, tmp_path):
     """The engine and the ONNX model take a dynamic number of images with --state io (the
     states' N follows the Reshape, at MIN, OPT and MAX); three chained `run --state io` calls
     of 3 images equal one run over the 9, through numpy and through onnxruntime."""
-    from tests.helpers import assert_plan, synthetic_files
 
     net, weights = synthetic_files(tmp_path, CNN_LSTM, seed=4)
     engine, model = tmp_path / "net.engine", tmp_path / "net.onnx"
@@ -145,3 +144,34 @@ def test_state_io_with_a_dynamic_batch_of_images(invoke, tmp_path):
             outputs.append(results["out"])
             carried = {f"lstm1/{s}_0": results[f"lstm1/{s}_T"] for s in ("h", "c")}
         np.testing.assert_allclose(np.concatenate(outputs), whole, atol=1e-5, rtol=0)
+
+
+#: Images (2·N, 3, 8, 8) → convolution → Reshape (2, -1, 16) → LSTM, cont from jolibrain's
+#: ContinuationIndicator (N = its bottom's axis 1): no net input has an axis of size N.
+CNN_INDICATOR_LSTM = """
+input: "data"
+input_shape { dim: 4 dim: 3 dim: 8 dim: 8 }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 4 kernel_size: 3 } }
+layer { name: "fc" type: "InnerProduct" bottom: "conv1" top: "fc"
+  inner_product_param { num_output: 16 } }
+layer { name: "reshape" type: "Reshape" bottom: "fc" top: "fc_seq"
+  reshape_param { shape { dim: 2 dim: -1 dim: 16 } } }
+layer { name: "indicator" type: "ContinuationIndicator" bottom: "fc_seq" top: "indicator"
+  continuation_indicator_param { time_step: 2 axis: 1 } }
+layer { name: "lstm1" type: "LSTM" bottom: "fc_seq" bottom: "indicator" top: "lstm1"
+  recurrent_param { num_output: 8 } }
+layer { name: "out" type: "InnerProduct" bottom: "lstm1" top: "out"
+  inner_product_param { num_output: 5 axis: 2 } }
+"""
+
+
+def test_zero_states_follow_the_batch_the_front_end_makes(invoke, tmp_path):
+    """Fed 6 images instead of the prototxt's 4, the zero states take N = 3 from shape
+    inference (no fed array has an axis of that size)."""
+    net, weights = synthetic_files(tmp_path, CNN_INDICATOR_LSTM, seed=2)
+    feeds = {"data": np.random.default_rng(4).normal(size=(6, 3, 8, 8)).astype(np.float32)}
+    plain = _run(invoke, tmp_path, net, weights, feeds)
+    io = _run(invoke, tmp_path, net, weights, feeds, "--state", "io")
+    assert io["lstm1/h_T"].shape == (1, 3, 8) and plain["out"].shape == (2, 3, 5)
+    np.testing.assert_allclose(io["out"], plain["out"], atol=1e-6)
