@@ -325,13 +325,13 @@ class Net:
                   name: str | None = None, max_batch: int = 8, instances: int = 1,
                   cont_from_start: bool = False, batch_axes: Mapping[str, int] | None = None,
                   batching: Batching | None = None, opset: int = DEFAULT_OPSET,
-                  runtime: Runtime | str = "auto", state: State | str = "auto") -> TritonModel:
+                  runtime: Runtime | str = "auto", state: State | str = "auto",
+                  lstm_op: LstmOp | str = "scan") -> TritonModel:
         """Writes the Triton model ``repository/<name>`` (default: the prototxt's stem):
         ``config.pbtxt`` and ``1/model.plan`` (``backend="tensorrt"``), ``1/model.onnx``
-        (``"onnxruntime"``) or ``1/model.py`` + ``model.onnx`` (``"python"``); tensors
-        batch-major, the ``state`` (as ``--state``) as Triton sequence state (docs/cli.md).
-        ``batch_axes``: input -> batch axis where ambiguous; ``batching``: a
-        ``serving.config.Batching``. Returns a ``serving.repository.TritonModel``."""
+        (``"onnxruntime"``) or ``1/model.py`` + ``model.onnx`` (``"python"``; ``lstm_op`` as
+        for ``export_onnx``); tensors batch-major, ``state`` as Triton sequence state;
+        ``batch_axes``: input -> its batch axis; ``batching``: a ``serving.config.Batching``."""
         from caffe_lstm.serving.config import Batching
         from caffe_lstm.serving.repository import TritonOptions, write_repository
 
@@ -339,7 +339,7 @@ class Net:
         net = self._stated(State.parse(state, "state"))
         options = TritonOptions(backend, max_batch, instances, cont_from_start,
                                 dict(batch_axes or {}), batching or Batching(), opset,
-                                Runtime.parse(runtime, "runtime"))
+                                Runtime.parse(runtime, "runtime"), lstm_op)
         return write_repository(net.graph, repository, name or self.prototxt.stem, options)
 
     # ---- weights ------------------------------------------------------------------------------

@@ -937,3 +937,46 @@ def test_a_full_disk_is_one_error_and_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(OutputError, match="No space left on device"):
         net.to_triton(tmp_path / "repo", max_batch=4)
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- --lstm-op of model.onnx ---------------------------------------------------------------------
+
+INDICATED = """
+name: "indicated"
+layer { name: "x" type: "Input" top: "x" input_param { shape { dim: 4 dim: 2 dim: 3 } } }
+layer { name: "cont" type: "ContinuationIndicator" top: "cont"
+        continuation_indicator_param { time_step: 4 batch_size: 2 } }
+layer { name: "lstm" type: "LSTM" bottom: "x" bottom: "cont" top: "h"
+        recurrent_param { num_output: 5 } }
+"""
+
+
+def test_lstm_op_auto_writes_onnx_own_lstm_where_exact(tmp_path):
+    """A cont from a ContinuationIndicator (a net that fixes N: served without batching):
+    model.onnx holds ONNX's LSTM and computes what numpy does; a cont clients send stays a
+    Scan, each choice printed; model.plan takes scan only."""
+    onnx = pytest.importorskip("onnx")
+    from caffe_lstm.frontend.caffe_writer import write_caffemodel
+    from caffe_lstm.synthetic import synthetic_weights
+
+    prototxt, weights = tmp_path / "indicated.prototxt", tmp_path / "indicated.caffemodel"
+    prototxt.write_text(INDICATED)
+    write_caffemodel(weights, synthetic_weights(caffe_lstm.load(prototxt).graph, seed=2))
+    net = caffe_lstm.load(prototxt, weights)
+    written = net.to_triton(tmp_path / "repo", backend="onnxruntime", max_batch=0,
+                            lstm_op="auto")
+    model = written.path / "1" / "model.onnx"
+    assert "LSTM" in [node.op_type for node in onnx.load(model).graph.node]
+    x = np.random.default_rng(3).standard_normal((4, 2, 3)).astype(np.float32)
+    got = onnx_runner(model)({"x": x})["h"]
+    np.testing.assert_allclose(got, net.run({"x": x})["h"], atol=TOL, rtol=0)
+
+    prototxt_sent, weights_sent = sample("seq_classifier")
+    result = run_cli("triton", prototxt_sent, "-w", weights_sent, "-o", tmp_path / "sent",
+                     "--backend", "onnxruntime", "--lstm-op", "auto")
+    assert result.returncode == 0, result.stderr
+    assert any(": one Scan, since its cont 'cont' is a net input" in line
+               for line in result.stdout.splitlines()), result.stdout
+    result = run_cli("triton", prototxt, "-w", weights, "-o", tmp_path / "plan",
+                     "--backend", "tensorrt", "--lstm-op", "auto", "--max-batch", "0")
+    assert result.returncode == 1 and "--lstm-op auto is for model.onnx" in result.stderr

@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 
 from caffe_lstm.cli.group import cli
-from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, net_argument,
-                                    pass_options, runtime_option, selection_options,
-                                    state_option, weights_option)
+from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, lstm_op_option,
+                                    net_argument, pass_options, runtime_option, say_lstm_ops,
+                                    selection_options, state_option, weights_option)
 from caffe_lstm.cli.requires import require_tensorrt
-from caffe_lstm.options import Backend, State
+from caffe_lstm.options import Backend, LstmOp, State
 from caffe_lstm.serving.config import Batching
 
 
@@ -65,13 +65,16 @@ def _batch_axes(ctx: click.Context, param: click.Parameter,
               show_default=True,
               help="A sequence idle this long is ended and its state dropped.")
 @state_option(*State, default=State.AUTO)
+@lstm_op_option(LstmOp.SCAN, "How model.onnx (--backend onnxruntime or python) writes each "
+                             "recurrent layer, as for export;")
 @selection_options
 @pass_options
 def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, backend: str,
            runtime: str, name: str | None, max_batch: int, instances: int, cont_from_start: bool,
            batch_axes: dict[str, int], max_candidate_sequences: int | None,
            preferred: tuple[int, ...], max_queue_delay_us: int, max_sequence_idle_us: int,
-           recurrent_state: str, outputs: str, phase: str, stages: tuple[str, ...]) -> None:
+           recurrent_state: str, lstm_op: str, outputs: str, phase: str,
+           stages: tuple[str, ...]) -> None:
     """Write a Triton Inference Server model repository.
 
     Inputs and outputs are batch-major (N first: time-major blobs are transposed at the
@@ -82,10 +85,11 @@ def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, b
         require_tensorrt(runtime)  # a missing runtime fails before the net is read
     batching = Batching(max_candidate_sequences, preferred, max_queue_delay_us,
                         max_sequence_idle_us)
-    written = load(net, weights, outputs, phase, stages).to_triton(
+    loaded = load(net, weights, outputs, phase, stages)
+    written = loaded.to_triton(
         repository, backend=backend, name=name, max_batch=max_batch, instances=instances,
         cont_from_start=cont_from_start, batch_axes=batch_axes, batching=batching,
-        runtime=runtime, state=recurrent_state)
+        runtime=runtime, state=recurrent_state, lstm_op=lstm_op)
     spec = written.spec
     batcher = ("sequence batching" if spec.stateful else
                "dynamic batching" if spec.max_batch else "no batching")
@@ -98,6 +102,8 @@ def triton(options: GlobalOptions, net: Path, weights: Path, repository: Path, b
                                         for t in spec.outputs))
     if spec.states:
         options.say("states: " + ", ".join(f"{s.input} <- {s.output}" for s in spec.states))
+    if lstm_op == LstmOp.AUTO:
+        say_lstm_ops(options, loaded, lstm_op, recurrent_state)
     if not written.schema_checked:
         options.say("note: tritonclient is not installed: the config was checked by "
                     "caffe-lstm only, not by Triton's schema")

@@ -34,8 +34,8 @@ def engine_rewrite(graph: Graph, through_onnx: bool, unroll: bool, lstm_op: Lstm
     lstm_op = LstmOp.parse(lstm_op, "lstm_op")
     if lstm_op is not LstmOp.SCAN and (not through_onnx or unroll):
         raise CaffeLstmError(f"lstm_op={lstm_op.value!r} applies to the ONNX route only",
-                             "lstm_op=", "give via='onnx' (without unroll), or leave lstm_op "
-                             "at 'scan'")
+                             "lstm_op=", "give via='onnx' (without unroll), or "
+                             "lstm_op='scan'")
     if through_onnx and not unroll:
         return onnx_rewrite(graph, lstm_op)
     return run_passes(graph, DEFAULT_PIPELINE + (("unroll",) if unroll else ()))

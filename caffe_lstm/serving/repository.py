@@ -22,11 +22,11 @@ from typing import Any
 
 from caffe_lstm.analysis.profiles import checked_profiles
 from caffe_lstm.errors import CaffeLstmError, OutputError, ShapeError
-from caffe_lstm.options import DEFAULT_OPSET, Backend, Runtime
+from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Runtime
 from caffe_lstm.ir.graph import Graph, Value
 from caffe_lstm.ops import recurrent_spec
 from caffe_lstm.ops.recurrent import read_cont
-from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
+from caffe_lstm.passes.onnx_forms import onnx_rewrite
 from caffe_lstm.passes.batch_major import find_batch_axes, make_batch_major
 from caffe_lstm.serving.check import check_network_io, check_onnx_io
 from caffe_lstm.serving.config import (MODEL_FILES, Batching, ModelSpec, State,
@@ -57,6 +57,8 @@ class TritonOptions:
         opset: the ONNX opset of ``model.onnx``.
         runtime: the TensorRT runtime building ``model.plan`` (``auto``, ``tensorrt``,
             ``tensorrt-rtx``).
+        lstm_op: how ``model.onnx`` writes each recurrent layer (an ``LstmOp`` or its value,
+            as for ``export_onnx``); ``model.plan`` takes ``scan`` only.
     """
 
     backend: Backend | str = Backend.PYTHON
@@ -67,9 +69,11 @@ class TritonOptions:
     batching: Batching = field(default_factory=Batching)
     opset: int = DEFAULT_OPSET
     runtime: Runtime | str = Runtime.AUTO
+    lstm_op: LstmOp | str = LstmOp.SCAN
 
     def __post_init__(self) -> None:  # a value becomes its member; another one is refused
         object.__setattr__(self, "backend", Backend.parse(self.backend, "backend"))
+        object.__setattr__(self, "lstm_op", LstmOp.parse(self.lstm_op, "lstm_op"))
 
 
 @dataclass
@@ -144,7 +148,7 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
         states=tuple(State(i, o, shapes[i]) for i, o in states),
         cont_controls=tuple(Tensor(c, shapes[c]) for c in conts),
         batching=options.batching)
-    run_passes(graph, DEFAULT_PIPELINE)
+    onnx_rewrite(graph, options.lstm_op)  # with scan, the rewrite model.plan is built from too
     return Prepared(graph, profiles, spec)
 
 
@@ -207,6 +211,10 @@ def _check_options(name: str, options: TritonOptions) -> None:
     if not name or "/" in name or name.startswith("."):
         refuse("a model name must be non-empty, without '/', not starting with '.'",
                "choose another name")
+    if options.backend == Backend.TENSORRT and options.lstm_op != LstmOp.SCAN:
+        refuse(f"lstm_op={options.lstm_op.value!r} is for model.onnx, and the tensorrt "
+               "backend writes model.plan", "give lstm_op='scan', or serve with the "
+               "onnxruntime or python backend")
     if options.max_batch < 0 or options.instances < 1:
         refuse("max_batch must be at least 0 and instances at least 1",
                "give other numbers (max_batch 0: no batching)")
