@@ -161,3 +161,52 @@ def test_every_context_is_documented():
         assert f"`{protocol.__name__}`" in text
         for name in _members(protocol):
             assert f"`{name}" in text, f"docs/ops.md does not list {protocol.__name__}.{name}"
+
+
+# ---- every context's members, with their signatures, in docs/ops.md ---------------------------
+
+
+def _rendered(name: str, member) -> str:
+    """``name(a: X, b: int = 0) -> Y`` (``self`` left out) or, for an attribute, its
+    annotation ``name: X``: a context member as docs/ops.md's context reference lists it."""
+    if not callable(member):
+        return f"{name}: {member}"
+    parts, keyword_only = [], False
+    for parameter in list(inspect.signature(member).parameters.values())[1:]:
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and not keyword_only:
+            parts.append("*")
+        keyword_only = keyword_only or parameter.kind in (inspect.Parameter.KEYWORD_ONLY,
+                                                          inspect.Parameter.VAR_POSITIONAL)
+        text = {inspect.Parameter.VAR_POSITIONAL: "*",
+                inspect.Parameter.VAR_KEYWORD: "**"}.get(parameter.kind, "") + parameter.name
+        if parameter.annotation is not inspect.Parameter.empty:
+            text += f": {parameter.annotation}"
+        if parameter.default is not inspect.Parameter.empty:
+            text += f" = {parameter.default!r}"
+        parts.append(text)
+    return f"{name}({', '.join(parts)}) -> {inspect.signature(member).return_annotation}"
+
+
+def context_reference(protocol) -> list[str]:
+    """The lines docs/ops.md gives ``protocol``: its attributes, then its methods, each with
+    the first line of its docstring."""
+    lines = [f"- `{_rendered(name, annotation)}`"
+             for name, annotation in getattr(protocol, "__annotations__", {}).items()]
+    for name in _members(protocol):
+        method = getattr(protocol, name)
+        summary = " ".join((inspect.getdoc(method) or "").split("\n\n")[0].split())
+        lines.append(f"- `{_rendered(name, method)}`: {summary}")
+    return lines
+
+
+@pytest.mark.parametrize(("protocol", "walker"), WALKERS, ids=lambda x: x.__name__)
+def test_every_context_member_is_documented_with_its_signature(protocol, walker):
+    """docs/ops.md lists every member of every context with the Protocol's own signature
+    (the attributes ``keep_alive``, ``trt``, ... with their types)."""
+    text = OPS_DOC.read_text()
+    section = text.split(f"#### `{protocol.__name__}`\n", 1)
+    assert len(section) == 2, f"docs/ops.md has no reference section for {protocol.__name__}"
+    listed = section[1].split("\n\n")[0].splitlines()
+    assert [re.match(r"- `([^`]*)`", line)[1] for line in listed if line.startswith("- ")] == \
+        [re.match(r"- `([^`]*)`", line)[1] for line in context_reference(protocol)], \
+        protocol.__name__

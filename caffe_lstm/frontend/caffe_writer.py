@@ -37,6 +37,7 @@ from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.frontend.plugin_params import has_own_message
 from caffe_lstm.ops import PluginError, get_op
+from caffe_lstm.ops.plugins import plugin_of, wrong_result
 from caffe_lstm.proto import caffe_pb2
 
 #: One caffemodel entry: (layer name, layer type, blobs), as ``write_caffemodel`` takes them.
@@ -124,7 +125,14 @@ class CaffeWriter(GraphWalker[str]):
                               node.label, "rewrite is not available for this net; the other "
                               "commands take the plugin as it is")
         if fields:
-            _set_fields(getattr(layer, op.param), fields)
+            try:
+                _set_fields(getattr(layer, op.param), fields)
+            except ValueError as exc:  # a field the schema lacks (a fork's, declared)
+                if plugin_of(node.op) is None:
+                    raise
+                raise wrong_result(node, "caffe", f"returned what Caffe's schema cannot hold "
+                                   f"({exc}), so the layer cannot be written back to a "
+                                   "prototxt") from None
         self.layers.append(layer)
         return tops
 

@@ -19,7 +19,7 @@ from caffe_lstm.analysis.limits import check_dims
 from caffe_lstm.errors import (CaffeLstmError, GraphError, ModelLoadError, UnsupportedLayerError,
                                layer_where)
 from caffe_lstm.frontend.params import Params, to_params
-from caffe_lstm.frontend.plugin_params import has_own_message, plugin_params
+from caffe_lstm.frontend.plugin_params import has_own_message, plugin_params, with_fork_fields
 from caffe_lstm.frontend.upgrade import SourceLayer
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops import get_op
@@ -226,7 +226,7 @@ class Importer:
         outer_source, self._source = self._source, source
         try:
             params = plugin_params(op, source, self.file) if message is None \
-                else to_params(message)
+                else with_fork_fields(op, source, to_params(message), self.file)
             return op.parse(self, params)
         except CaffeLstmError as exc:
             exc.where = exc.where or node.label

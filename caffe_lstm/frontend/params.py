@@ -30,6 +30,10 @@ class Params:
         """Whether the field was written (a repeated field: whether it has any entry)."""
         return name in self._present
 
+    def updated(self, other: Params) -> Params:
+        """These fields and ``other``'s (a fork's fields declared inside this message)."""
+        return Params({**self._values, **other._values}, self._present | other._present)
+
     def __repr__(self) -> str:
         return f"Params({self._values})"
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from caffe_lstm.errors import ModelLoadError, layer_where
-from caffe_lstm.frontend.plugin_params import reads_entry
+from caffe_lstm.frontend.plugin_params import reads_entry, undeclared_hint
 from caffe_lstm.frontend.textscan import MESSAGE, VALUE, UnknownEntry
 from caffe_lstm.frontend.upgrade import SourceLayer
 
@@ -102,10 +102,10 @@ def check_converted_layers(layers: Sequence[SourceLayer], file: str) -> None:
         others = ", ".join(f"'{u.path}' of '{s.layer.name}'" for s, u in harmful[1:4])
         more = len(harmful) - 1
         what += f" (and {more} more: {others}{', ...' if more > 3 else ''})"
-    raise ModelLoadError(
-        what, f"{file}:{unknown.line}:{unknown.column}",
-        "caffe-lstm's schema lacks it: remove it if it only tunes training, or cut the layer "
-        "off with outputs=[NAME, ...]")
+    raise ModelLoadError(what, f"{file}:{unknown.line}:{unknown.column}",
+                         undeclared_hint(layer.type, unknown) or
+                         "caffe-lstm's schema lacks it: remove it if it only tunes training, "
+                         "or cut the layer off with outputs=[NAME, ...]")
 
 
 def skipped_fields(layers: Sequence[SourceLayer], net_unknown: Sequence[UnknownEntry],

@@ -67,16 +67,19 @@ class PluginError(CaffeLstmError):
 
 @dataclass(frozen=True)
 class ParamField:
-    """One field of a plugin's own parameter message (``Op.param_fields``), read by name from
-    the prototxt's text so that no change to caffe-lstm's caffe.proto is needed.
+    """One field caffe-lstm's caffe.proto lacks, read by name from the prototxt's text so that
+    no change to the schema is needed (``Op.param_fields``): a field of a plugin's own
+    parameter message, or a field a fork added inside a message the schema knows.
 
     Attributes:
         type: ``int``, ``float``, ``bool`` or ``str``; or None with ``choices`` (an enum, its
-            values written unquoted) or ``fields`` (a nested message).
+            values written unquoted), ``fields`` (a nested message) or ``message``.
         default: the value of an absent field (proto2 default; None: the type's zero).
         repeated: the field may be written several times (read as a list).
         choices: the enum value names, in number order.
         fields: a nested message's fields.
+        message: a nested message of a type caffe-lstm's schema has, by its name
+            (``"ConvolutionParameter"``): read with that message's fields and defaults.
     """
 
     type: type | None = None
@@ -84,12 +87,15 @@ class ParamField:
     repeated: bool = False
     choices: tuple[str, ...] = ()
     fields: dict[str, ParamField] | None = None
+    message: str | None = None
 
     def __post_init__(self) -> None:
-        kinds = (self.type is not None) + bool(self.choices) + (self.fields is not None)
+        kinds = ((self.type is not None) + bool(self.choices) + (self.fields is not None)
+                 + (self.message is not None))
         if kinds != 1 or self.type not in (None, int, float, bool, str):
             raise TypeError("a ParamField has one of: type (int, float, bool, str), choices "
-                            "(an enum) or fields (a nested message)")
+                            "(an enum), fields (a nested message) or message (a message type "
+                            "of caffe-lstm's schema)")
 
 
 @dataclass
@@ -355,6 +361,8 @@ def facet_site(op_type: str, facet: str, where_only: bool = False) -> str:
     code = getattr(function, "__code__", None)
     if code is None:
         return "" if where_only else f"in {facet}"
+    if _under(code.co_filename, [Path(__file__).parent.parent]):
+        return "the default of Op: the plugin defines none"
     site = f"{code.co_filename}:{_def_line(code.co_filename, code.co_firstlineno, 'def ')}"
     return site if where_only else f"{site}, in {facet}"
 
