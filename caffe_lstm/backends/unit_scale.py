@@ -82,18 +82,20 @@ class _UnitScaling(NumpyExecutor):
         drawn = [value.data for value in matrices]
         # a layer linear in its matrices with no bias: y(s) = s·y(1), one rerun is exact
         first, factor = results[0], 1 / spread
-        results = self._run_scaled(node, inputs, drawn, factor)
+        results = self._run_scaled(node, inputs, matrices, drawn, factor)
         spread = _spread(results[0])
         if spread is None or abs(spread - 1) <= TOLERANCE:
             return results
         # with a bias, y(s) = s·A + B: A and B from the two runs, then std(s·A + B) = 1
         slope = (results[0].astype(np.float64) - first) / (factor - 1)
         solved = _unit_factor(slope, first - slope)
-        return results if solved is None else self._run_scaled(node, inputs, drawn, solved)
+        return (results if solved is None
+                else self._run_scaled(node, inputs, matrices, drawn, solved))
 
-    def _run_scaled(self, node: Node, inputs: list[np.ndarray], drawn: list[np.ndarray],
-                    factor: float) -> list[np.ndarray]:
-        for value, array in zip(_matrices_of(node), drawn):
+    def _run_scaled(self, node: Node, inputs: list[np.ndarray], matrices: list[Value],
+                    drawn: list[np.ndarray], factor: float) -> list[np.ndarray]:
+        """The node run with its matrices set to the drawn ones times ``factor``."""
+        for value, array in zip(matrices, drawn):
             value.data = (array * factor).astype(np.float32)
         return super().visit(node, inputs)
 
@@ -103,11 +105,8 @@ class _UnitScaling(NumpyExecutor):
         if (id(node) not in self._top_level or node.subgraphs
                 or recurrent_spec(node.op) is not None):
             return []
-        return [value for value in _matrices_of(node) if id(value) not in self._rescaled]
-
-
-def _matrices_of(node: Node) -> list[Value]:
-    return [value for value in node.weights if value.data is not None and value.data.ndim >= 2]
+        return [value for value in node.weights if value.data is not None
+                and value.data.ndim >= 2 and id(value) not in self._rescaled]
 
 
 def _spread(output: np.ndarray) -> float | None:
