@@ -121,6 +121,8 @@ class LSTM(RecurrentOp):
     origin = ("BVLC Caffe; also MyCaffe's type \"Lstm\" (any case) configured by recurrent_param, "
               "MyCaffe/MyCaffe@b8922aa (param/LayerParameter.cs parseLayerType, "
               "layers/RecurrentLayer.cs)")
+    limits = ("MyCaffe's engine: CUDNN reads cont at t = 0 only and ignores later zeros, where "
+              "every cont here resets (the same on nets whose cont is 0 at t = 0 only)")
     # a num_layers stack keeps its states inside: each call starts from zeros
     recurrent = RecurrentSpec(states=("h", "c"), has_layouts=True, widths=state_widths,
                               exposable_if=is_one_level)
