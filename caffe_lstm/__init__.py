@@ -11,7 +11,7 @@ The Python API (docs/api.md); the ``caffe-lstm`` command line calls the same fun
 
 from importlib.metadata import PackageNotFoundError, version
 
-from caffe_lstm.api import Engine, Net, OnnxExport, Verification, load, run_engine
+from caffe_lstm.api import Engine, Net, OnnxExport, Verification, build_facts, load, run_engine
 from caffe_lstm.errors import (CaffeLstmError, ExecutionError, GraphError, ModelLoadError,
                                OutputError, ShapeError, UnsupportedLayerError, VerificationError)
 from caffe_lstm.ops.plugins import PluginError
@@ -25,6 +25,6 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 __all__ = ["CaffeLstmError", "Engine", "ExecutionError", "GraphError", "ModelLoadError", "Net",
            "OnnxExport", "OutputError", "PluginError", "ShapeError", "UnsupportedLayerError",
-           "Verification", "VerificationError", "load", "run_engine",
+           "Verification", "VerificationError", "build_facts", "load", "run_engine",
            "DEFAULT_OPSET", "Backend", "LstmOp", "Profile", "Route", "Runtime", "State"]
 __all__ += ["ServingError", "TritonServer", "serve"]

@@ -16,15 +16,17 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from caffe_lstm.analysis.build_facts import BuildFacts, model_state, read_facts
 from caffe_lstm.analysis.checks import require_layers, require_weights
 from caffe_lstm.analysis.profiles import checked_profiles
 from caffe_lstm.analysis.summary import summarize
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.backends.unit_scale import unit_scaled
+from caffe_lstm.built import Engine, OnnxExport
 from caffe_lstm.compare import Comparison, compare_outputs, mark_sensitive, nudged_weights
 from caffe_lstm.errors import ModelLoadError, UnsupportedLayerError
 from caffe_lstm.feeds import apply_feeds, random_feeds
-from caffe_lstm.files import (arrays_from, atomic_output, maybe_atomic, nothing_left_on_error,
+from caffe_lstm.files import (arrays_from, nothing_left_on_error,
                               refuse_to_overwrite)
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import layer_fillers, load_net
@@ -37,7 +39,8 @@ from caffe_lstm.ops import noted_without_facet, recurrent_spec
 from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Profile, Route, Runtime, State
 from caffe_lstm.passes import DEFAULT_PIPELINE, refuse_hidden_states, run_passes
 from caffe_lstm.passes.onnx_forms import engine_rewrite, lstm_op_choices, onnx_rewrite
-from caffe_lstm.passes.expose_state import expose_recurrent_state, needs_state_io, zero_states
+from caffe_lstm.passes.expose_state import (carried_states, expose_recurrent_state,
+                                            needs_state_io, resolve_state, zero_states)
 from caffe_lstm.synthetic import synthetic_weights
 
 
@@ -127,6 +130,11 @@ class Net:
         carry the previous call's state in (what ``state="auto"`` looks at)."""
         return needs_state_io(self.graph)
 
+    def carried_state(self, previous: Inputs) -> dict[str, np.ndarray]:
+        """A ``state="io"`` call's outputs ``<layer>/h_T``, ``c_T`` (a mapping or .npz) as the
+        next call's inputs ``<layer>/h_0``, ``c_0``: Caffe's carry-over between calls."""
+        return carried_states(self.graph, previous)
+
     # ---- running ------------------------------------------------------------------------------
 
     def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
@@ -147,9 +155,12 @@ class Net:
         return NumpyExecutor(graph if original else _rewrite(graph), progress).run(feeds)
 
     def run_engine(self, engine: str | Path, inputs: Inputs = None, *, seed: int = 0,
-                   state: State | str = "zero", runtime: Runtime | str = "auto"
+                   state: State | str | None = None, runtime: Runtime | str = "auto"
                    ) -> dict[str, np.ndarray]:
-        """Runs a built engine on a GPU (through Polygraphy) on the same inputs ``run`` takes."""
+        """Runs a built engine on a GPU (through Polygraphy) on the same inputs ``run`` takes.
+        ``state`` None: the engine's own (its build facts; else zero); an engine built from
+        other files than this net's is refused."""
+        state = model_state(engine, state, self.prototxt, self.weights)
         _, feeds = self._stated(state)._fed_graph(inputs, seed)
         return run_engine(engine, feeds, runtime=runtime)
 
@@ -240,13 +251,15 @@ class Net:
         graph = engine_rewrite(net.graph, route is Route.ONNX, unroll, lstm_op)
         options = BuildOptions(fp16=fp16, shapes=profiles, verbosity=verbosity, progress=progress)
         started = time.perf_counter()
-        with maybe_atomic(path) as tmp:
-            plan = (build_engine(trt_runtime, graph, options) if route is Route.CAFFE_LSTM
-                    else build_through_onnx(trt_runtime, graph, options, opset))
-            if tmp is not None:
-                tmp.write_bytes(plan)
-        return Engine(plan, trt_runtime.name, fp16, [v.name for v in graph.inputs],
-                      [v.name for v in graph.outputs], time.perf_counter() - started)
+        plan = (build_engine(trt_runtime, graph, options) if route is Route.CAFFE_LSTM
+                else build_through_onnx(trt_runtime, graph, options, opset))
+        facts = self._facts(state, graph, profiles=profiles, fp16=fp16, unroll=unroll,
+                            runtime=trt_runtime.name, route=route.value, **(
+                                {"opset": opset, "lstm_op": str(lstm_op)} if route is Route.ONNX
+                                else {}))
+        engine = Engine(plan, trt_runtime.name, fp16, [v.name for v in graph.inputs],
+                        [v.name for v in graph.outputs], time.perf_counter() - started, facts)
+        return engine if path is None else engine.save(path)
 
     # ---- ONNX: export and onnxruntime -----------------------------------------------------------
 
@@ -262,7 +275,7 @@ class Net:
         value (native: ONNX's own LSTM/RNN, refused where not exact: ops/recurrent/native.py).
         ``progress(phase, done, total)``: told of the layers exported."""
         from caffe_lstm.backends.onnx.exporter import (build_model, check_opset, save_model,
-                                                       value_dims)
+                                                       set_metadata, value_dims)
 
         check_opset(opset)
         self._require_weights("export to ONNX")
@@ -271,21 +284,26 @@ class Net:
         # without a copy in between (build_model's stream)
         model, streamed = build_model(graph, opset, profiles, stream=path is not None,
                                       progress=progress)
+        facts = self._facts(state, graph, profiles=profiles, opset=opset, lstm_op=str(lstm_op))
+        set_metadata(model, facts.as_strings())
         written = path is not None
         return OnnxExport(Path(path) if written else None,
                           save_model(model, path, streamed) if written else None, opset,
                           value_dims(model.graph.input), value_dims(model.graph.output),
-                          len(model.graph.node), None if written else model.SerializeToString())
+                          len(model.graph.node), None if written else model.SerializeToString(),
+                          facts)
 
-    def run_onnxruntime(self, inputs: Inputs = None, *, seed: int = 0, state: State | str = "zero",
-                        model: str | Path | None = None, lstm_op: LstmOp | str = "auto") -> dict:
+    def run_onnxruntime(self, inputs: Inputs = None, *, seed: int = 0,
+                        state: State | str | None = None, model: str | Path | None = None,
+                        lstm_op: LstmOp | str = "auto") -> dict:
         """Runs the net with onnxruntime on the inputs ``run`` takes: the model file ``model``
-        (from ``export_onnx``), or the net exported in memory for these inputs' shapes with
-        ``lstm_op`` (auto: ONNX's own LSTM where exact, onnxruntime's fastest)."""
-        from caffe_lstm.backends.onnx.exporter import build_model
+        (``state`` None: its own, as ``run_engine``), or the net exported in memory for these
+        inputs' shapes with ``lstm_op`` (auto: ONNX's own LSTM where exact, the fastest)."""
+        from caffe_lstm.backends.onnx.exporter import build_model, read_metadata
         from caffe_lstm.backends.onnx.runtime import require_onnxruntime, run_model
 
         require_onnxruntime()
+        state = model_state(model, state, self.prototxt, self.weights, read_metadata)
         graph, feeds = self._stated(state)._fed_graph(inputs, seed)
         if model is not None:
             return run_model(Path(model), feeds, str(model))
@@ -340,7 +358,11 @@ class Net:
         options = TritonOptions(backend, max_batch, instances, cont_from_start,
                                 dict(batch_axes or {}), batching or Batching(), opset,
                                 Runtime.parse(runtime, "runtime"), lstm_op)
-        return write_repository(net.graph, repository, name or self.prototxt.stem, options)
+        plan = options.backend is Backend.TENSORRT  # else model.onnx
+        facts = self._facts(State.AUTO, net.graph, **({"runtime": options.runtime.value}
+                                                      if plan else {"opset": opset}))
+        return write_repository(net.graph, repository, name or self.prototxt.stem, options,
+                                facts.as_strings())
 
     # ---- weights ------------------------------------------------------------------------------
 
@@ -376,11 +398,14 @@ class Net:
 
     def _stated(self, state: State | str) -> Net:
         """A copy, with the states as inputs and outputs when ``state`` (resolved) is io."""
-        if (state := State.parse(state, "state")) is State.IO:
+        if State.parse(state, "state") is State.IO:
             refuse_hidden_states(self.graph)  # asked for: no layer may keep its states inside
-        elif state is State.AUTO:  # io when some cont could be non-zero at t = 0
-            state = State.IO if self.needs_state_io else State.ZERO
+        state, _ = resolve_state(self.graph, state)
         return self.with_state_io() if state is State.IO else self.copy()
+
+    def _facts(self, state: State | str, graph: Graph, **facts: Any) -> BuildFacts:
+        return BuildFacts.of_graph(graph, resolve_state(self.graph, state), self.prototxt,
+                                   self.weights, **facts)  # of a model of ``graph``
 
     def _fed_graph(self, inputs: Inputs, seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
         """A copy of the graph shaped for the inputs, and the inputs (random without any); a
@@ -452,39 +477,6 @@ class Verification:
         return not self.failures
 
 
-@dataclass
-class OnnxExport:
-    """An exported ONNX model: its ``path`` (None: not written, the bytes are ``model``), the
-    external-data file beside it (``data``: initializers of 2 GiB or more, or None), the
-    ``opset``, the ``inputs`` and ``outputs`` (name -> dims: ints, or symbolic dims by name)
-    and the number of ``nodes`` of the main graph (a Scan body counts as one)."""
-
-    path: Path | None
-    data: Path | None
-    opset: int
-    inputs: dict[str, tuple[int | str, ...]]
-    outputs: dict[str, tuple[int | str, ...]]
-    nodes: int
-    model: bytes | None = None
-
-
-@dataclass
-class Engine:
-    """A built engine: the serialized plan and what it was built as."""
-
-    plan: bytes
-    runtime: str
-    fp16: bool
-    inputs: list[str]
-    outputs: list[str]
-    seconds: float
-
-    def save(self, path: str | Path) -> None:
-        """Writes the plan to ``path`` atomically."""
-        with atomic_output(path) as tmp:
-            tmp.write_bytes(self.plan)
-
-
 def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,
                runtime: Runtime | str = "auto") -> dict[str, np.ndarray]:
     """Runs a serialized engine once on a GPU, through NVIDIA Polygraphy's TrtRunner; inputs
@@ -493,6 +485,13 @@ def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,
     from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
     return run(load_runtime(Runtime.parse(runtime, "runtime").value), engine, inputs)
+
+
+def build_facts(model: str | Path) -> BuildFacts:
+    """How a model file was built (its metadata_props, an engine's ENGINE.json), or raises."""
+    from caffe_lstm.backends.onnx.exporter import read_metadata
+
+    return read_facts(model, read_metadata)
 
 
 def _rewrite(graph: Graph, unroll: bool = False) -> Graph:

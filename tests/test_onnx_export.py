@@ -508,8 +508,18 @@ def test_run_without_onnxruntime(invoke, tmp_path, monkeypatch):
 
 
 def test_a_model_exported_for_other_state_inputs(invoke, tmp_path):
+    """The model's build facts give its state (docs/cli.md); another --state is one line, and
+    so are inputs that do not fit a model without facts (built elsewhere)."""
     net, weights = sample("deepspeech_relu")
     model = export_model(invoke, tmp_path, net, weights, "--state", "io")
+    result = invoke("run", net, "-w", weights, "--backend", "onnxruntime", "--onnx", model)
+    assert result.exit_code == 0, result.stderr
+    result = invoke("run", net, "-w", weights, "--backend", "onnxruntime", "--onnx", model,
+                    "--state", "zero")
+    assert_one_error_line(result, "the model was built with state 'io', not 'zero'")
+    proto = onnx.load(str(model))
+    del proto.metadata_props[:]
+    onnx.save(proto, str(model))
     result = invoke("run", net, "-w", weights, "--backend", "onnxruntime", "--onnx", model)
     assert_one_error_line(result, "it lacks rnn1/h_0, rnn1/c_0")
 

@@ -5,11 +5,13 @@ engine's sidecar) read back by ``run`` and ``inspect``; state carried across cal
 
 from __future__ import annotations
 
+import json
 import re
 
+import numpy as np
 import pytest
 
-from tests.helpers import run_cli, sample
+from tests.helpers import CORPUS, ROOT, assert_one_error_line, needs_corpus, run_cli, sample
 
 NET, WEIGHTS = sample("seq_classifier")
 
@@ -40,3 +42,181 @@ def test_a_global_option_means_the_same_before_and_after_the_command(tmp_path, o
                 "--debug": lambda r: r.returncode == 1,
                 "--max-memory": lambda r: r.returncode == 1 and "limit 1 KiB" in r.stderr}
     assert expected[option[0]](after), after.stderr
+
+
+# ---- models that say how they were built --------------------------------------------------------
+
+
+def _outputs(path) -> dict[str, np.ndarray]:
+    with np.load(path) as data:
+        return {name: data[name] for name in data.files}
+
+
+@pytest.mark.parametrize("state", ["auto", "zero", "io"])
+def test_an_exported_model_runs_with_its_own_state(tmp_path, state):
+    pytest.importorskip("onnxruntime")
+    model = tmp_path / "net.onnx"
+    exported = run_cli("export", NET, "-w", WEIGHTS, "-o", model, "--state", state)
+    assert exported.returncode == 0, exported.stderr
+    # auto chose io for this net's cont input, and says why
+    assert ("state: auto chose io: lstm1's cont 'cont' is a net input" in exported.stdout) \
+        == (state == "auto")
+    ran = run_cli("run", NET, "-w", WEIGHTS, "--backend", "onnxruntime", "--onnx", model,
+                  "-o", tmp_path / "onnx.npz")
+    assert ran.returncode == 0, ran.stderr
+    numpy_state = "zero" if state == "zero" else "io"
+    reference = run_cli("run", NET, "-w", WEIGHTS, "--state", numpy_state,
+                        "-o", tmp_path / "numpy.npz")
+    assert reference.returncode == 0, reference.stderr
+    got, want = _outputs(tmp_path / "onnx.npz"), _outputs(tmp_path / "numpy.npz")
+    assert got.keys() == want.keys()
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], atol=1e-5, rtol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def built(module_scratch):
+    """An ONNX model and an engine of the sample, and files they were not built from: other
+    weights of the same shapes, the prototxt with one more comment line."""
+    folder = module_scratch.mktemp("built")
+    other_weights, other_net = folder / "other.caffemodel", folder / NET.name
+    other_net.write_text(NET.read_text() + "# one more line\n")
+    for args in (("export", NET, "-w", WEIGHTS, "-o", folder / "net.onnx"),
+                 ("weights", "init", NET, "--seed", "5", "-o", other_weights)):
+        assert run_cli(*args).returncode == 0
+    pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX builds the engine")
+    outcome = run_cli("convert", NET, "-w", WEIGHTS, "-o", folder / "net.engine",
+                      "--shape", "data:1x2x8:12x2x8:20x2x8", "--shape", "cont:1x2:12x2:20x2")
+    assert outcome.returncode == 0, outcome.stderr
+    return folder
+
+
+@pytest.mark.parametrize("model", ["net.onnx", "net.engine"])
+def test_inspect_shows_how_a_model_was_built(built, model):
+    from caffe_lstm.analysis.build_facts import file_sha256
+
+    text = run_cli("inspect", built / model)
+    assert text.returncode == 0, text.stderr
+    assert f"prototxt  {NET.name}  sha256 {file_sha256(NET)}" in text.stdout
+    assert f"caffemodel  {WEIGHTS.name}  sha256 {file_sha256(WEIGHTS)}" in text.stdout
+    assert "  state  io (auto chose io" in text.stdout
+    facts = json.loads(run_cli("inspect", built / model, "--json").stdout)
+    assert facts["state"] == "io" and facts["fp16"] is False
+    assert facts["outputs"] == ["probs", "lstm1/h_T", "lstm1/c_T"]
+    if model == "net.onnx":
+        assert facts["opset"] == 17 and facts["inputs"]["data"] == [12, 2, 8]
+    else:  # T varies in the engine's profile
+        assert facts["runtime"] == "tensorrt-rtx" and facts["inputs"]["data"] == [-1, 2, 8]
+        assert facts["profiles"]["data"] == [[1, 2, 8], [12, 2, 8], [20, 2, 8]]
+
+
+@pytest.mark.parametrize("model", ["net.onnx", "net.engine"])
+@pytest.mark.parametrize("other", ["prototxt", "caffemodel"])
+def test_a_model_given_with_other_files_is_one_line(built, model, other):
+    net = built / NET.name if other == "prototxt" else NET
+    weights = built / "other.caffemodel" if other == "caffemodel" else WEIGHTS
+    flag = ("--backend", "onnxruntime", "--onnx") if model == "net.onnx" else (
+        "--backend", "tensorrt", "--engine")
+    outcome = run_cli("run", net, "-w", weights, *flag, built / model)
+    line = assert_one_error_line(outcome, f"the model was built from another {other}")
+    assert str(built / model) in line
+
+
+def test_a_state_other_than_the_models_is_one_line(built):
+    outcome = run_cli("run", NET, "-w", WEIGHTS, "--backend", "onnxruntime",
+                      "--onnx", built / "net.onnx", "--state", "zero")
+    assert_one_error_line(outcome, "the model was built with state 'io', not 'zero'")
+
+
+def test_a_model_without_build_facts_is_one_line(tmp_path):
+    engine = tmp_path / "elsewhere.engine"
+    engine.write_bytes(b"not ours")
+    assert_one_error_line(run_cli("inspect", engine), "has no caffe-lstm build facts")
+
+
+# ---- state across calls -------------------------------------------------------------------------
+
+#: The LRCN captioner's one-word-per-call deploy net (T = 1, as its authors stepped it).
+CAPTIONER = CORPUS / "jeffdonahue__caffe-1" / \
+    "examples__coco_caption__lrcn_word_to_preds.deploy.prototxt"
+WORDS, BATCH = 5, 2
+
+
+@pytest.fixture(scope="module")
+def captioner(module_scratch):
+    """The captioner's synthetic weights, a 5-word sentence for 2 images (cont 0 at the first
+    word) and each word of it as one call's inputs, in one folder."""
+    folder = module_scratch.mktemp("captioner")
+    assert run_cli("weights", "init", CAPTIONER, "-o", folder / "w.caffemodel").returncode == 0
+    rng = np.random.default_rng(0)
+    cont = np.ones((WORDS, BATCH), np.float32)
+    cont[0] = 0
+    words = rng.integers(0, 8801, (WORDS, BATCH)).astype(np.float32)
+    image = rng.standard_normal((BATCH, 1000)).astype(np.float32)
+    np.savez(folder / "sentence.npz", cont_sentence=cont, input_sentence=words,
+             image_features=image)
+    for t in range(WORDS):
+        np.savez(folder / f"word{t}.npz", cont_sentence=cont[t:t + 1],
+                 input_sentence=words[t:t + 1], image_features=image)
+    return folder
+
+
+@needs_corpus()
+@pytest.mark.parametrize("backend", ["numpy", "onnxruntime"])
+def test_a_captioner_stepped_word_by_word_equals_the_whole_sentence(captioner, tmp_path,
+                                                                    backend):
+    weights = ("-w", captioner / "w.caffemodel")
+    run = ("--backend", backend)
+    if backend == "onnxruntime":  # one model for 1 to 5 words: T is symbolic
+        pytest.importorskip("onnxruntime")
+        model = tmp_path / "captioner.onnx"
+        ranges = [f"{name}:1x{BATCH}:{WORDS}x{BATCH}:{WORDS}x{BATCH}"
+                  for name in ("cont_sentence", "input_sentence")]
+        ranges.append("image_features:" + ":".join([f"{BATCH}x1000"] * 3))  # N fixed
+        exported = run_cli("export", CAPTIONER, *weights, "-o", model, "--shape", ranges[0],
+                           "--shape", ranges[1], "--shape", ranges[2])
+        assert exported.returncode == 0, exported.stderr
+        run += ("--onnx", model)
+    whole = run_cli("run", CAPTIONER, *weights, *run, "--state", "io",
+                    "--inputs", captioner / "sentence.npz", "-o", tmp_path / "whole.npz")
+    assert whole.returncode == 0, whole.stderr
+    previous = ()
+    for t in range(WORDS):  # five shell calls, each starting from the last one's states
+        step = run_cli("run", CAPTIONER, *weights, *run, "--state", "io", *previous,
+                       "--inputs", captioner / f"word{t}.npz", "-o", tmp_path / f"step{t}.npz")
+        assert step.returncode == 0, step.stderr
+        previous = ("--state-from", tmp_path / f"step{t}.npz")
+    want = _outputs(tmp_path / "whole.npz")
+    steps = [_outputs(tmp_path / f"step{t}.npz") for t in range(WORDS)]
+    np.testing.assert_allclose(np.concatenate([s["probs"] for s in steps]), want["probs"],
+                               atol=1e-5, rtol=0)
+    for name in ("lstm1/h_T", "lstm1/c_T", "lstm2/h_T", "lstm2/c_T"):
+        np.testing.assert_allclose(steps[-1][name], want[name], atol=1e-5, rtol=0)
+
+
+def test_state_from_a_file_without_final_states_is_one_line(tmp_path):
+    previous = tmp_path / "prev.npz"
+    np.savez(previous, probs=np.zeros((12, 2, 5), np.float32))
+    outcome = run_cli("run", NET, "-w", WEIGHTS, "--state-from", previous)
+    assert_one_error_line(outcome, "no final state of this net's recurrent layers (wanted "
+                                   "lstm1/c_T, lstm1/h_T)")
+
+
+# ---- messages that lead somewhere ---------------------------------------------------------------
+
+
+def test_serve_names_the_backend_it_lacks_and_the_container_command(tmp_path):
+    from caffe_lstm.serving.server import CONTAINER_COMMAND
+
+    repository = tmp_path / "repo"
+    written = run_cli("triton", NET, "-w", WEIGHTS, "-o", repository, "--backend", "onnxruntime")
+    assert written.returncode == 0, written.stderr
+    line = assert_one_error_line(run_cli("serve", repository),
+                                 "the bundled tritonserver has only the python backend, model "
+                                 "'seq_classifier' needs the onnxruntime backend")
+    assert CONTAINER_COMMAND.format(repo=repository.resolve()) in line
+    assert "or write it with --backend python" in line
+    # the command is docs/serving.md's, for its ./repo
+    serving = (ROOT / "docs" / "serving.md").read_text()
+    assert " ".join(CONTAINER_COMMAND.format(repo="$PWD/repo").split()) in " ".join(
+        serving.replace("\\\n", " ").split())

@@ -9,7 +9,7 @@ import click
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, lstm_op_option,
                                     net_argument, opset_option, pass_options, runtime_option,
-                                    say_lstm_ops, selection_options, state_option,
+                                    say_auto_state, say_lstm_ops, selection_options, state_option,
                                     weights_option)
 from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.cli.requires import require_tensorrt
@@ -47,6 +47,7 @@ def convert(options: GlobalOptions, net: Path, weights: Path, output: Path, runt
             progress=progress)
     options.say(f"wrote {output} ({len(engine.plan) / 2**20:.2f} MiB, {engine.runtime}, "
                 f"{'fp16' if fp16 else 'fp32'}, built in {engine.seconds:.2f} s)")
+    say_auto_state(options, engine.facts)
     options.say("inputs: " + ", ".join(engine.inputs))
     options.say("outputs: " + ", ".join(engine.outputs))
     if lstm_op == LstmOp.AUTO:

@@ -9,7 +9,8 @@ import click
 
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, lstm_op_option, net_argument,
-                                    opset_option, pass_options, say_lstm_ops, selection_options,
+                                    opset_option, pass_options, say_auto_state, say_lstm_ops,
+                                    selection_options,
                                     state_option, weights_option)
 from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.options import LstmOp, State
@@ -45,6 +46,7 @@ def export(options: GlobalOptions, net: Path, weights: Path, output: Path, opset
                                       lstm_op=lstm_op, progress=progress)
     extra = f" and {exported.data}" if exported.data is not None else ""
     options.say(f"wrote {output}{extra} (opset {exported.opset}, {exported.nodes} nodes)")
+    say_auto_state(options, exported.facts)
     options.say("inputs: " + ", ".join(f"{name} {_dims(dims)}"
                                        for name, dims in exported.inputs.items()))
     options.say("outputs: " + ", ".join(f"{name} {_dims(dims)}"

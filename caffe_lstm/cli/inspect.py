@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from caffe_lstm import api
+from caffe_lstm.analysis.build_facts import MODEL_SUFFIXES
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, net_argument, pass_options,
                                     selection_options, weights_option)
@@ -14,7 +16,7 @@ from caffe_lstm.ops.plugins import listed_plugins
 
 
 @cli.command()
-@net_argument
+@net_argument(metavar="NET.prototxt|MODEL.onnx|MODEL.engine")
 @weights_option(required=False)
 @selection_options
 @click.option("--rewritten", is_flag=True,
@@ -23,13 +25,19 @@ from caffe_lstm.ops.plugins import listed_plugins
 @pass_options
 def inspect(options: GlobalOptions, net: Path, weights: Path | None, outputs: str, phase: str,
             stages: tuple[str, ...], rewritten: bool, as_json: bool) -> None:
-    """Show the layers with their output and parameter shapes, the inputs and the outputs.
+    """Show the layers with their output and parameter shapes, the inputs and the outputs;
+    of an ONNX model or engine built by caffe-lstm, how it was built.
 
     Recurrent layers are listed as the ones the rewrite expands. Shapes that a data layer
     leaves open show as ?; fields the schema does not know are listed with -v and in --json.
     The plugins loaded (given with --plugin, or installed) are listed with the types they
     define, each with its origin and limits.
     """
+    if net.suffix in MODEL_SUFFIXES:
+        facts = api.build_facts(net)
+        click.echo(json.dumps(facts.as_dict(), indent=2) if as_json
+                   else "\n".join(facts.lines()))
+        return
     # Shapes a data layer leaves open are shown as unknown; the rewrite needs them all.
     loaded = load(net, weights, outputs, phase, stages, allow_unknown_shapes=not rewritten)
     summary = loaded.summary(rewritten=rewritten)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 import click
 
 from caffe_lstm import api
+from caffe_lstm.analysis.build_facts import BuildFacts
 from caffe_lstm.options import (DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Choice, LstmOp, Profile,
                                 Runtime, State, describe)
 
@@ -31,12 +32,19 @@ class GlobalOptions:
 
 pass_options = click.make_pass_decorator(GlobalOptions, ensure=True)
 
+
+def say_auto_state(options: GlobalOptions, facts: BuildFacts | None) -> None:
+    """When --state auto chose state inputs and outputs: says so, and why (the cont)."""
+    if facts is not None and facts.state == State.IO and facts.state_reason:
+        options.say(f"state: {facts.state_reason} (--state zero starts each call from zero)")
+
 _EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-def net_argument(func: Callable) -> Callable:
-    """The net definition, the one positional argument."""
-    return click.argument("net", metavar="NET.prototxt", type=_EXISTING_FILE)(func)
+def net_argument(func: Callable | None = None, *, metavar: str = "NET.prototxt") -> Callable:
+    """The net definition, the one positional argument (``metavar``: what it may be)."""
+    decorate = click.argument("net", metavar=metavar, type=_EXISTING_FILE)
+    return decorate if func is None else decorate(func)
 
 
 def optional_net_argument(func: Callable) -> Callable:
@@ -182,19 +190,23 @@ def selection_options(func: Callable | None = None, *, ranges: str | None = None
     return decorate if func is None else decorate(func)
 
 
-def choice_option(*decls: str, members: Sequence[Choice], default: Choice,
-                  lead: str = "") -> Callable:
+def choice_option(*decls: str, members: Sequence[Choice], default: Choice | None,
+                  lead: str = "", shown_default: str | bool = True) -> Callable:
     """An option choosing one of ``members`` (values as the choices, ``default``'s value as the
-    default); the help is ``lead`` then each member's own help."""
+    default; None: not given, ``shown_default`` says what then); the help is ``lead`` then
+    each member's own help."""
     help_text = " ".join(part for part in (lead, describe(members)) if part)
     return click.option(*decls, type=click.Choice([m.value for m in members]),
-                        default=default.value, show_default=True,
+                        default=None if default is None else default.value,
+                        show_default=shown_default,
                         help=help_text + ("." if describe(members) else ""))
 
 
-def state_option(*members: State, default: State) -> Callable:
+def state_option(*members: State, default: State | None, lead: str = "",
+                 shown_default: str | bool = True) -> Callable:
     """--state: Caffe's state carry-over between Forward calls (as inputs/outputs or not)."""
-    return choice_option("--state", "recurrent_state", members=members, default=default)
+    return choice_option("--state", "recurrent_state", members=members, default=default,
+                         lead=lead, shown_default=shown_default)
 
 
 def lstm_op_option(default: LstmOp, lead: str = "") -> Callable:

@@ -14,7 +14,7 @@ from caffe_lstm.cli.options import (GlobalOptions, backend_options, input_option
                                     state_option, weights_option)
 from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.cli.requires import require_onnxruntime
-from caffe_lstm.files import save_npz
+from caffe_lstm.files import arrays_from, save_npz
 from caffe_lstm.options import LstmOp, State
 
 
@@ -23,7 +23,13 @@ from caffe_lstm.options import LstmOp, State
 @weights_option(required=True)
 @selection_options
 @input_options
-@state_option(State.ZERO, State.IO, default=State.ZERO)
+@state_option(State.ZERO, State.IO, default=None,
+              shown_default="the model's own with --onnx or --engine, else zero (io with "
+                            "--state-from)")
+@click.option("--state-from", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              metavar="PREV.npz",
+              help="Start from the final states of a previous `run --state io -o PREV.npz`: "
+                   "its <layer>/h_T, c_T are this call's <layer>/h_0, c_0.")
 @click.option("--original", is_flag=True,
               help="Execute recurrent layers from their equations instead of the rewritten graph.")
 @backend_options
@@ -34,30 +40,39 @@ from caffe_lstm.options import LstmOp, State
               help="Write every net output to this .npz.")
 @pass_options
 def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: str,
-        stages: tuple[str, ...], inputs_path: Path | None, seed: int, recurrent_state: str,
-        original: bool, backend: str, engine: Path | None, onnx_model: Path | None,
-        runtime: str, lstm_op: str, output: Path | None) -> None:
+        stages: tuple[str, ...], inputs_path: Path | None, seed: int,
+        recurrent_state: str | None, state_from: Path | None, original: bool, backend: str,
+        engine: Path | None, onnx_model: Path | None, runtime: str, lstm_op: str,
+        output: Path | None) -> None:
     """Run the net with numpy (or an engine on a GPU); print or save its outputs.
 
     By default the rewritten graph runs (primitive layers and loops). Each run is one Caffe
-    Forward call from zero recurrent state.
+    Forward call from zero recurrent state; with --state io the states are inputs and
+    outputs, and --state-from carries them from the previous call's -o file.
     """
     model_file(backend, engine, onnx_model)
     if backend == "onnxruntime":
         require_onnxruntime()  # a missing onnxruntime fails before the net is read
+    if state_from is not None and recurrent_state == State.ZERO:
+        raise click.UsageError("--state-from goes with --state io")
     loaded = load(net, weights, outputs, phase, stages)
+    inputs = inputs_path
+    if state_from is not None:  # this call's initial states are the previous call's finals
+        recurrent_state = State.IO
+        inputs = {**(loaded.random_inputs(seed) if inputs_path is None
+                     else arrays_from(inputs_path)), **loaded.carried_state(state_from)}
     if backend == "tensorrt":
-        results = loaded.run_engine(engine, inputs_path, seed=seed, state=recurrent_state,
+        results = loaded.run_engine(engine, inputs, seed=seed, state=recurrent_state,
                                     runtime=runtime)
     elif backend == "onnxruntime":
-        results = loaded.run_onnxruntime(inputs_path, seed=seed, state=recurrent_state,
+        results = loaded.run_onnxruntime(inputs, seed=seed, state=recurrent_state,
                                          model=onnx_model, lstm_op=lstm_op)
         if onnx_model is None and options.verbose:
-            say_lstm_ops(options, loaded, lstm_op, recurrent_state)
+            say_lstm_ops(options, loaded, lstm_op, recurrent_state or State.ZERO)
     else:
         with progress_display(options) as progress:
-            results = loaded.run(inputs_path, seed=seed, original=original,
-                                 state=recurrent_state, progress=progress)
+            results = loaded.run(inputs, seed=seed, original=original,
+                                 state=recurrent_state or State.ZERO, progress=progress)
     if output is not None:
         save_npz(output, results)
         options.say(f"wrote {len(results)} output(s) to {output}")

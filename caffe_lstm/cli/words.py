@@ -41,6 +41,7 @@ FLAGS: dict[str, str] = {
     "stages": "--stage", "state": "--state", "runtime": "--runtime", "via": "--via",
     "fp16": "--fp16", "opset": "--opset", "lstm_op": "--lstm-op", "layer": "--layer",
     "layout": "--layout", "max_batch": "--max-batch", "fillers": "--fillers",
+    "backend": "--backend",
 }
 
 _PARAM = r"(?<![\w.])(" + "|".join(FLAGS) + r")"

@@ -9,14 +9,19 @@ a caller feeds back. That is exactly the layer with expose_hidden switched on
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
 import numpy as np
 
 from caffe_lstm.analysis.profiles import follow_states, state_inputs
-from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
+from caffe_lstm.errors import CaffeLstmError, ModelLoadError, UnsupportedLayerError
+from caffe_lstm.files import arrays_from
 from caffe_lstm.ir.graph import Graph, Node, clone_graph
 from caffe_lstm.ops import RecurrentSpec, get_op, recurrent_spec
 from caffe_lstm.ops.plugins import class_site, plugin_of
 from caffe_lstm.ops.recurrent import read_cont
+from caffe_lstm.options import State
 
 
 def _exposable(node: Node) -> RecurrentSpec | None:
@@ -96,9 +101,58 @@ def needs_state_io(graph: Graph) -> bool:
 
     A cont that is 0 at t = 0 fully masks the carried state, so zero state is exact.
     """
-    return any(_exposable(node) is not None and not _exposable(node).is_exposed(node)
-               and _exposable(node).carries_state and _could_start_non_zero(node)
-               for node in graph.nodes)
+    return bool(state_io_reasons(graph))
+
+
+def state_io_reasons(graph: Graph) -> list[str]:
+    """Why Caffe would carry the previous call's state in (what ``needs_state_io`` answers):
+    for each recurrent layer whose cont could be non-zero at t = 0, its layer and cont."""
+    return [f"{node.name}'s cont {_cont_kind(node)}" for node in graph.nodes
+            if _exposable(node) is not None and not _exposable(node).is_exposed(node)
+            and _exposable(node).carries_state and _could_start_non_zero(node)]
+
+
+def resolve_state(graph: Graph, state: State | str) -> tuple[State, str]:
+    """``state`` with auto resolved (io when some cont could be non-zero at t = 0), and why
+    auto chose what it did ("" for a state given as zero or io)."""
+    state = State.parse(state, "state")
+    if state is not State.AUTO:
+        return state, ""
+    reasons = state_io_reasons(graph)
+    if reasons:
+        return State.IO, "auto chose io: " + "; ".join(reasons) + (
+            ": Caffe carries the previous call's state in where cont is 1 at t = 0")
+    return State.ZERO, "auto chose zero: every cont is 0 at t = 0"
+
+
+def carried_states(graph: Graph, previous: Mapping[str, np.ndarray] | str | Path
+                   ) -> dict[str, np.ndarray]:
+    """The final states ``<layer>/h_T``, ``c_T`` among a previous call's outputs (a mapping,
+    or the .npz they were saved to) as the initial states ``<layer>/h_0``, ``c_0`` of the
+    next call of ``graph`` (state io)."""
+    source = str(previous) if isinstance(previous, (str, Path)) else "the arrays"
+    finals = arrays_from(previous)
+    exposed = clone_graph(graph)
+    expose_recurrent_state(exposed)
+    initial = {v.name for v in exposed.inputs} - {v.name for v in graph.inputs}
+    carried = {name[:-2] + "_0": array for name, array in finals.items()
+               if name.endswith("_T") and name[:-2] + "_0" in initial}
+    if not carried:
+        wanted = ", ".join(sorted(name[:-2] + "_T" for name in initial)) or "none"
+        raise ModelLoadError(f"no final state of this net's recurrent layers (wanted {wanted})",
+                             source, "give the outputs of a previous run with state='io'")
+    return carried
+
+
+def _cont_kind(node: Node) -> str:
+    cont = read_cont(node)
+    if cont is None:
+        return "is missing (nothing resets the state)"
+    if cont.is_input:
+        return f"'{cont.value.name}' is a net input"
+    if cont.constant is None:
+        return f"'{cont.value.name}' is computed at run time"
+    return f"'{cont.value.name}' is a constant, non-zero at t = 0"
 
 
 def _could_start_non_zero(node: Node) -> bool:

@@ -82,6 +82,8 @@ class ModelSpec:
     #: inputs Triton fills from the START flag (Caffe's cont: 0 at the start, 1 after)
     cont_controls: tuple[Tensor, ...] = ()
     batching: Batching = field(default_factory=Batching)
+    #: string parameters of the config: the build facts (``caffe_lstm.<fact>``)
+    parameters: tuple[tuple[str, str], ...] = ()
 
     @property
     def stateful(self) -> bool:
@@ -112,8 +114,11 @@ def model_config(spec: ModelSpec) -> dict[str, Any]:
         config["sequence_batching"] = _sequence_batching(spec)
     elif spec.max_batch:  # without batching a stateless model needs no batcher
         config["dynamic_batching"] = _dynamic_batching(spec.batching)
+    parameters = {key: {"string_value": value} for key, value in spec.parameters}
     if spec.backend == "python":
-        config["parameters"] = {PYTHON_PARAMETER: {"string_value": _python_parameter(spec)}}
+        parameters[PYTHON_PARAMETER] = {"string_value": _python_parameter(spec)}
+    if parameters:
+        config["parameters"] = parameters
     return config
 
 

@@ -105,9 +105,11 @@ class TritonModel:
     schema_checked: bool
 
 
-def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
+def prepare(graph: Graph, name: str, options: TritonOptions,
+            parameters: Mapping[str, str] | None = None) -> Prepared:
     """The batch-major, rewritten copy-free form of ``graph`` (changed in place) and the
-    config's ModelSpec. ``graph`` has its carried states exposed (``--state io``) when the net
+    config's ModelSpec (``parameters``: its string parameters, the build facts). ``graph``
+    has its carried states exposed (``--state io``) when the net
     carries state between calls; each exposed recurrent layer's states become sequence state.
 
     Raises:
@@ -147,7 +149,7 @@ def prepare(graph: Graph, name: str, options: TritonOptions) -> Prepared:
                       if v.name not in dict(states).values()),
         states=tuple(State(i, o, shapes[i]) for i, o in states),
         cont_controls=tuple(Tensor(c, shapes[c]) for c in conts),
-        batching=options.batching)
+        batching=options.batching, parameters=tuple((parameters or {}).items()))
     onnx_rewrite(graph, options.lstm_op)  # with scan, the rewrite model.plan is built from too
     return Prepared(graph, profiles, spec)
 
@@ -166,9 +168,12 @@ def _batch_major(graph: Graph, options: TritonOptions) -> dict[str, Profile]:
 
 
 def write_repository(graph: Graph, repository: str | Path, name: str,
-                     options: TritonOptions) -> TritonModel:
+                     options: TritonOptions, parameters: Mapping[str, str] | None = None
+                     ) -> TritonModel:
     """Writes ``repository/name`` for ``graph`` (see ``prepare``); an existing model folder of
     that name (one with a config.pbtxt) is replaced, anything else there is refused.
+    ``parameters``: the build facts, as the config's string parameters and, in model.onnx,
+    as its metadata_props.
 
     Raises:
         CaffeLstmError: as ``prepare``; a config that Triton's schema or the model file
@@ -177,7 +182,7 @@ def write_repository(graph: Graph, repository: str | Path, name: str,
     repository = Path(repository)
     target = repository / name
     _check_target(target)
-    prepared = prepare(graph, name, options)
+    prepared = prepare(graph, name, options, parameters)
     config = model_config(prepared.spec)
     text = to_pbtxt(config)
     where = str(target / "config.pbtxt")
@@ -270,9 +275,10 @@ def _model_writer(prepared: Prepared, options: TritonOptions, where: str):
     if options.backend == "tensorrt":
         plan = _tensorrt_plan(prepared, options, where)
         return lambda path: path.write_bytes(plan)
-    from caffe_lstm.backends.onnx.exporter import build_model, save_model
+    from caffe_lstm.backends.onnx.exporter import build_model, save_model, set_metadata
 
     model, streamed = build_model(prepared.graph, options.opset, prepared.profiles, stream=True)
+    set_metadata(model, dict(prepared.spec.parameters))
     check_onnx_io(prepared.spec, model, where)
     return lambda path: save_model(model, path, streamed)
 

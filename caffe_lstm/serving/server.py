@@ -24,6 +24,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -39,6 +40,13 @@ from pathlib import Path
 from caffe_lstm.errors import CaffeLstmError
 
 INSTALL_HINT = "install it: pip install 'caffe-lstm[serve]'"
+#: How docs/serving.md (section 5) serves a repository (``{repo}``) with Triton's other
+#: backends: the NGC container of the Triton release nvidia-pytriton bundles.
+CONTAINER_COMMAND = ("docker run --gpus all --rm -p 8000:8000 -p 8001:8001 -p 8002:8002 "
+                     "-v {repo}:/models nvcr.io/nvidia/tritonserver:24.10-py3 "
+                     "tritonserver --model-repository=/models")
+#: The only backend of the bundled server (nvidia-pytriton ships no other).
+BUNDLED_BACKEND = "python"
 #: Seconds to wait for the server to answer and load every model (it takes ~3 s on 2 cores).
 START_TIMEOUT = 120.0
 #: Seconds SIGTERM gets before SIGKILL: Triton drains the requests in flight and unloads the
@@ -242,6 +250,8 @@ class TritonServer:
             raise ServingError("the model repository holds no model (no NAME/config.pbtxt)",
                                str(self.repository),
                                "write one with Net.to_triton or caffe-lstm triton")
+        for name in models:
+            _check_backend(self.repository, name)
         return models
 
     def _check_ports(self) -> None:
@@ -356,6 +366,21 @@ class TritonServer:
             raise ServingError(f"the server answered {exc.code} to {method} {path}: "
                                f"{exc.read().decode(errors='replace')}") from None
         return json.loads(body) if body else None
+
+
+def _check_backend(repository: Path, name: str) -> None:
+    """Refuses a model whose backend the bundled server lacks (Triton itself would say only
+    "unable to find backend library"), pointing at Triton's container."""
+    config = repository / name / "config.pbtxt"
+    text = config.read_text(encoding="utf-8", errors="replace")
+    found = re.search(r'^\s*(backend|platform)\s*:\s*"([^"]+)"', text, re.M)
+    if found and found.group(2) != BUNDLED_BACKEND:  # none given: Triton's to decide
+        raise ServingError(
+            f"the bundled tritonserver has only the {BUNDLED_BACKEND} backend, model '{name}' "
+            f"needs the {found.group(2)} {found.group(1)}", str(config),
+            "serve the repository in Triton's container (docs/serving.md): "
+            + CONTAINER_COMMAND.format(repo=repository.resolve())
+            + "; or write it with backend='python'")
 
 
 def _last_error(log: str) -> str:

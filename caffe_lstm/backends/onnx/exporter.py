@@ -24,7 +24,7 @@ import numpy as np
 from caffe_lstm.analysis.profiles import shape_at_profile_sizes
 from caffe_lstm.backends.onnx.scan_tuning import tune_scans
 from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts, Streamed
-from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
+from caffe_lstm.errors import CaffeLstmError, ModelLoadError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Value
 from caffe_lstm.ir.walk import Progress
@@ -268,6 +268,24 @@ def save_model(model: Any, path: str | Path, streamed: Sequence[Streamed] = (),
         for item in streamed:  # the model is the caller's again, without the headers
             remove_initializer(model.graph, item.header.name)
     return data_path
+
+
+def set_metadata(model: Any, props: Mapping[str, str]) -> None:
+    """Sets ``props`` as the model's ``metadata_props`` (key -> string; Netron shows them)."""
+    for key, value in props.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+
+
+def read_metadata(path: str | Path) -> dict[str, str]:
+    """The ``metadata_props`` of the ONNX file ``path`` (its weights are not read)."""
+    onnx = import_module("onnx")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # onnx raises DecodeError, OSError...
+        raise ModelLoadError(f"cannot read the ONNX model ({' '.join(str(exc).split())[:200]})",
+                             str(path), "give a model written by `caffe-lstm export`") from None
+    return {entry.key: entry.value for entry in model.metadata_props}
 
 
 def complete_model(model: Any, streamed: Sequence[Streamed]) -> Any:
