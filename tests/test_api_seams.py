@@ -29,6 +29,8 @@ SAMPLES = ROOT / "samples"
 #: Strings below cli/ that spell a flag of another program, not of caffe-lstm.
 NOT_OURS = {
     ("backends/dot.py", "-o"),  # Graphviz's own -o, in the argv of its `dot` program
+    # docker's and tritonserver's own options, in the container command serve points at
+    *(("serving/server.py", flag) for flag in ("--gpus", "--rm", "-v", "--model-repository")),
 }
 
 
