@@ -25,7 +25,7 @@ from caffe_lstm.feeds import apply_feeds
 from caffe_lstm.files import arrays_from
 from caffe_lstm.ir.graph import Graph
 from caffe_lstm.options import DEFAULT_OPSET, Runtime, State
-from caffe_lstm.passes.expose_state import zero_states
+from caffe_lstm.passes.expose_state import refuse_hidden_states, zero_states
 
 #: What ``time_net`` runs: numpy on the CPU, onnxruntime on the CPU, an engine on a GPU.
 BACKENDS = ("numpy", "onnxruntime", "tensorrt")
@@ -94,7 +94,9 @@ def time_net(net: Net, backend: str = "numpy", *, inputs: Inputs = None, seed: i
     if backend == "numpy" and model is not None:
         raise CaffeLstmError(f"the numpy backend runs the net itself, not the model {model}",
                              "model=", "time the model with the onnxruntime or tensorrt backend")
-    stated = net.with_state_io() if State.parse(state, "state") is State.IO else net
+    if io := State.parse(state, "state") is State.IO:
+        refuse_hidden_states(net.graph)  # asked for: no layer may keep its states inside
+    stated = net.with_state_io() if io else net
     graph, feeds = _fed_rewritten(stated, inputs, seed)
     shapes = {name: tuple(np.shape(array)) for name, array in feeds.items()}
     if backend == "tensorrt":

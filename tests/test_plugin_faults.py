@@ -194,14 +194,15 @@ def hidden_net(tmp_path_factory) -> tuple[Path, Path]:
     return net, weights
 
 
-@pytest.mark.parametrize("command", ["run", "convert"])
+@pytest.mark.parametrize("command", ["run", "convert", "bench"])
 def test_state_io_on_a_type_that_cannot_expose_names_the_layer(tmp_path, hidden_net, command):
     net, weights = hidden_net
     plugin = tmp_path / "hidden.py"
     plugin.write_text(HIDDEN)
     out = tmp_path / "out"
+    output = () if command == "bench" else ("-o", out)
     line = assert_one_error_line(run_cli(command, net, "-w", weights, "--plugin", plugin,
-                                         "--state", "io", "-o", out))
+                                         "--state", "io", *output))
     assert ("--state io makes every recurrent layer's states inputs and outputs, but this "
             "layer keeps them inside") in line
     assert (f"the plugin '{plugin}' (file) declares RecurrentSpec(exposable=False) for "
