@@ -21,8 +21,14 @@ While a plugin is being loaded, ``register_op``
   plugin's traceback stays on ``__cause__``); the ``CaffeLstmError`` a plugin raises on
   purpose passes unchanged.
 
-Nothing here knows protobuf: a plugin's own parameter message is declared with ``ParamField``
-(``Op.param_fields``) and read from the prototxt's text by the frontend.
+What a facet returns is checked by the walker calling it (``checked_results``: one item of
+the right kind per top; ``wrong_result`` names the facet's file:line when a plugin owns the
+type), as are a plugin's numpy outputs against its ``infer`` and the layers its ``expand``
+builds (``passes/plugin_checks.py``).
+
+Nothing here knows protobuf: a plugin's own parameter message, or the fields a fork adds
+inside a message of the schema, is declared with ``ParamField`` (``Op.param_fields``) and read
+from the prototxt's text by the frontend.
 """
 
 from __future__ import annotations

@@ -141,8 +141,9 @@ class Op:
     origin: ClassVar[str] = "BVLC Caffe"
     #: What the op does not support, in one sentence ("" when nothing).
     limits: ClassVar[str] = ""
-    #: A plugin's own param message (``param`` not in caffe-lstm's schema): field name ->
-    #: ``ops.plugins.ParamField``, read from the prototxt's text by name. None: no such message.
+    #: Fields caffe-lstm's schema lacks, read from the prototxt's text by name: field name ->
+    #: ``ops.plugins.ParamField``. With ``param`` not in the schema, the fields of that message
+    #: (a plugin's own); with ``param`` in it, those a fork adds inside it. None: no such field.
     param_fields: ClassVar[dict[str, Any] | None] = None
     #: True when the tops depend on the bottoms' shapes only, never on their values (jolibrain's
     #: ContinuationIndicator): such a top is a constant wherever the shapes are fixed.
