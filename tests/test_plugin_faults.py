@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
-from tests.helpers import assert_one_error_line, run_cli
+from tests.helpers import SAMPLES, assert_one_error_line, run_cli
 
 NET = """
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
@@ -291,3 +291,22 @@ def test_an_expansion_s_faults_are_the_plugin_s_at_its_b_add_line(tmp_path, hidd
                                          "-o", out))
     assert found.format(plugin=plugin) in line, line
     assert "layer 'hidden' (HiddenLSTM)" in line and not out.exists()
+
+
+def test_a_step_body_layer_its_type_refuses_is_named_at_its_add(tmp_path):
+    """A layer of a recurrent plugin's time step (samples/conv_gru_plugin, one line changed)
+    that its type refuses: the error names that layer and the plugin's line adding it, not the
+    Loop around it."""
+    sample = SAMPLES / "conv_gru_plugin"
+    source = (sample / "caffe_lstm_conv_gru" / "__init__.py").read_text()
+    wrong = '        s.output(s.add("Scale", "bad", [h_t], {"axes": 1})[0])'
+    assert "        s.output(h_t)\n" in source
+    plugin = tmp_path / "conv_gru.py"
+    plugin.write_text(source.replace("        s.output(h_t)", wrong))
+    line_no = plugin.read_text().splitlines().index(wrong) + 1
+    line = assert_one_error_line(run_cli(
+        "run", sample / "conv_gru.prototxt", "-w", sample / "conv_gru.caffemodel",
+        "--plugin", plugin, "-o", tmp_path / "out.npz"))
+    assert ("built layer '__gru1/bad' (Scale) that its type refuses: KeyError: 'axis' "
+            f"({plugin}:{line_no}, in expand)") in line, line
+    assert not (tmp_path / "out.npz").exists()

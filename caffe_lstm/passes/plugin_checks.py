@@ -27,7 +27,7 @@ def check_plugin_expansion(scratch: Graph, node: Node, sites: dict[int, str],
     if any(value.shape is None for value in node.inputs):
         return
     promised = [value.shape for value in node.outputs]
-    inference = ShapeInference()
+    inference = _Tracking()
     try:
         for built in scratch.nodes:
             _shape(inference, built, node, sites, plugin)
@@ -40,19 +40,36 @@ def check_plugin_expansion(scratch: Graph, node: Node, sites: dict[int, str],
             value.shape = shape
 
 
-def _shape(inference: ShapeInference, built: Node, node: Node, sites: dict[int, str],
+class _Tracking(ShapeInference):
+    """Shape inference that knows the innermost node it was shaping when an error escaped (a
+    layer inside a Loop's step body, rather than the Loop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shaping: list[Node] = []
+
+    def visit(self, node: Node, shapes: list) -> list:
+        self.shaping.append(node)
+        result = super().visit(node, shapes)
+        self.shaping.pop()  # not on an error: the failing node stays last
+        return result
+
+
+def _shape(inference: _Tracking, built: Node, node: Node, sites: dict[int, str],
            plugin: Plugin) -> None:
     had_weights = bool(built.weights)
-    where = sites.get(id(built), "")
+    inference.shaping.clear()
     try:
         inference.visit(built, [value.shape for value in built.inputs])
     except PluginError:
         raise  # a plugin's own facet of a layer it built: named already
     except Exception as exc:
+        failing = inference.shaping[-1] if inference.shaping else built
         reason = exc.what if isinstance(exc, CaffeLstmError) else \
             f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-        raise _fault(plugin, node, f"built layer '{built.name}' ({built.op}) that its type "
-                     f"refuses: {reason}", where) from exc
+        raise _fault(plugin, node, f"built layer '{failing.name}' ({failing.op}) that its type "
+                     f"refuses: {reason}", sites.get(id(failing), "")) from exc
+    where = sites.get(id(built), "")
     if not had_weights and built.weights:
         names = ", ".join(value.name.rsplit("/", 1)[-1] for value in built.weights)
         built.weights = []
