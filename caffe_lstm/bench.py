@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from caffe_lstm.analysis.build_facts import model_state
 from caffe_lstm.analysis.checks import require_layers, require_weights
 from caffe_lstm.api import Inputs, Net
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
@@ -24,8 +25,10 @@ from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.feeds import apply_feeds
 from caffe_lstm.files import arrays_from
 from caffe_lstm.ir.graph import Graph
-from caffe_lstm.options import DEFAULT_OPSET, Runtime, State
+from caffe_lstm.options import DEFAULT_OPSET, LstmOp, Runtime, State
+from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
 from caffe_lstm.passes.expose_state import refuse_hidden_states, zero_states
+from caffe_lstm.passes.onnx_forms import onnx_rewrite
 
 #: What ``time_net`` runs: numpy on the CPU, onnxruntime on the CPU, an engine on a GPU.
 BACKENDS = ("numpy", "onnxruntime", "tensorrt")
@@ -75,12 +78,15 @@ class Timing:
 
 
 def time_net(net: Net, backend: str = "numpy", *, inputs: Inputs = None, seed: int = 0,
-             state: State | str = "zero", model: str | Path | None = None,
-             runtime: Runtime | str = "auto", iterations: int = 10, warmup: int = 1) -> Timing:
+             state: State | str | None = None, model: str | Path | None = None,
+             runtime: Runtime | str = "auto", lstm_op: LstmOp | str = "auto",
+             iterations: int = 10, warmup: int = 1) -> Timing:
     """Times ``iterations`` runs of ``net`` (after ``warmup`` untimed ones) on the inputs
     ``Net.run`` takes: ``backend`` numpy (the rewritten graph), onnxruntime (the ONNX file
-    ``model``, or the net exported in memory for these inputs) or tensorrt (the engine file
-    ``model``, on a GPU: ``runtime`` as ``run_engine``); ``state`` as ``Net.run``."""
+    ``model``, or the net exported in memory for these inputs with ``lstm_op``, as
+    ``Net.run_onnxruntime``) or tensorrt (the engine file ``model``, on a GPU: ``runtime`` as
+    ``run_engine``). ``state``: as ``Net.run``; None: a model file's own (its build facts,
+    which must name this net's files), else zero."""
     if backend not in BACKENDS:
         raise CaffeLstmError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}",
                              "backend=", "numpy and onnxruntime run on the CPU, tensorrt on a GPU")
@@ -94,26 +100,35 @@ def time_net(net: Net, backend: str = "numpy", *, inputs: Inputs = None, seed: i
     if backend == "numpy" and model is not None:
         raise CaffeLstmError(f"the numpy backend runs the net itself, not the model {model}",
                              "model=", "time the model with the onnxruntime or tensorrt backend")
-    if io := State.parse(state, "state") is State.IO:
+    state = model_state(model, state, net.prototxt, net.weights, _onnx_metadata(backend))
+    if state is State.IO:
         refuse_hidden_states(net.graph)  # asked for: no layer may keep its states inside
-    stated = net.with_state_io() if io else net
-    graph, feeds = _fed_rewritten(stated, inputs, seed)
+    graph, feeds = _fed(net.with_state_io() if state is State.IO else net, inputs, seed)
     shapes = {name: tuple(np.shape(array)) for name, array in feeds.items()}
     if backend == "tensorrt":
         return _time_engine(Path(model), feeds, Runtime.parse(runtime, "runtime"), shapes,
                             iterations, warmup)
     if backend == "onnxruntime":
-        what, run = _onnxruntime_run(graph, feeds, model)
+        what, run = _onnxruntime_run(graph, feeds, model, lstm_op)
     else:
-        executor = NumpyExecutor(graph)
+        executor = NumpyExecutor(run_passes(graph, DEFAULT_PIPELINE))
         what, run = "rewritten graph", lambda: executor.run(feeds)
     return _timed(backend, what, shapes, run, iterations, warmup)
 
 
-def _fed_rewritten(net: Net, inputs: Inputs, seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
-    """The rewritten graph shaped for the inputs (random ones from ``seed`` without any; the
-    initial states of ``state="io"`` zeros unless given), and the inputs: those ``Net.run``
-    takes, checked alike."""
+def _onnx_metadata(backend: str) -> Callable | None:
+    """How an ONNX model's build facts are read (for onnxruntime: an engine's are beside it)."""
+    if backend != "onnxruntime":
+        return None
+    from caffe_lstm.backends.onnx.exporter import read_metadata
+
+    return read_metadata
+
+
+def _fed(net: Net, inputs: Inputs, seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
+    """A copy of the net's graph shaped for the inputs (random ones from ``seed`` without any;
+    the initial states of ``state="io"`` zeros unless given), and the inputs: those
+    ``Net.run`` takes, checked alike."""
     require_layers(net.graph, str(net.prototxt))
     require_weights(net.missing_weights, str(net.weights or net.prototxt), "time the net")
     if inputs is None:
@@ -121,13 +136,13 @@ def _fed_rewritten(net: Net, inputs: Inputs, seed: int) -> tuple[Graph, dict[str
     else:
         given = arrays_from(inputs)
         feeds = {**zero_states(net.graph, given), **given}
-    graph = net.rewritten().graph
+    graph = net.copy().graph
     source = str(inputs) if isinstance(inputs, (str, Path)) else "the inputs"
     return graph, apply_feeds(graph, feeds, source)
 
 
-def _onnxruntime_run(graph: Graph, feeds: dict[str, np.ndarray],
-                     model: str | Path | None) -> tuple[str, Run]:
+def _onnxruntime_run(graph: Graph, feeds: dict[str, np.ndarray], model: str | Path | None,
+                     lstm_op: LstmOp | str) -> tuple[str, Run]:
     """An onnxruntime session of the model file, or of the graph exported in memory (its
     weights handed over from the caffemodel's memory map, as ``Net.run_onnxruntime``)."""
     from caffe_lstm.backends.onnx.exporter import build_model
@@ -137,7 +152,8 @@ def _onnxruntime_run(graph: Graph, feeds: dict[str, np.ndarray],
     if model is not None:
         run = session_runner(Path(model), str(model))
         return f"ONNX model {Path(model).name}", lambda: run(feeds)
-    exported, streamed = build_model(graph, DEFAULT_OPSET, {}, stream=True)
+    exported, streamed = build_model(onnx_rewrite(graph, lstm_op), DEFAULT_OPSET, {},
+                                     stream=True)
     run = session_runner(exported, streamed=streamed)
     return "the net exported to ONNX in memory", lambda: run(feeds)
 

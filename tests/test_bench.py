@@ -63,18 +63,25 @@ def test_bench_times_the_runs_themselves(invoke):
     assert long["latency_ms"]["min"] > short["latency_ms"]["max"]
 
 
-def test_bench_an_exported_onnx_model_and_given_inputs(invoke, tmp_path):
+def test_bench_an_exported_onnx_model_takes_its_state_and_given_inputs(invoke, tmp_path):
+    """The model was exported with --state auto (io: the sample's cont is an input): bench
+    feeds it the state inputs without being told; another net's model is one line."""
     _needs_onnxruntime("onnxruntime")
     net, weights = SEQ
     model = tmp_path / "m.onnx"
-    assert invoke("export", net, "-w", weights, "-o", model, "--state", "zero", "--shape",
+    assert invoke("export", net, "-w", weights, "-o", model, "--shape",
                   "data:1x1x8:5x3x8:9x4x8", "--shape", "cont:1x1:5x3:9x4").exit_code == 0
     inputs = tmp_path / "in.npz"
     np.savez(inputs, data=np.ones((5, 3, 8), np.float32), cont=np.ones((5, 3), np.float32))
     timing = _timing(invoke, net, "-w", weights, "--backend", "onnxruntime", "--onnx", model,
                      "--inputs", inputs, "--iterations", 2)
     assert timing["model"] == "ONNX model m.onnx"
-    assert timing["inputs"] == {"data": [5, 3, 8], "cont": [5, 3]}
+    assert timing["inputs"] == {"data": [5, 3, 8], "cont": [5, 3], "lstm1/h_0": [1, 3, 16],
+                                "lstm1/c_0": [1, 3, 16]}
+    other, other_weights = sample("captioner")
+    result = invoke("bench", other, "-w", other_weights, "--backend", "onnxruntime",
+                    "--onnx", model)
+    assert_one_error_line(result, str(model))
 
 
 @pytest.mark.skipif(has_gpu(), reason="checks the message shown without a GPU")

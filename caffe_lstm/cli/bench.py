@@ -11,12 +11,12 @@ import click
 
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, backend_options, input_options, load,
-                                    model_file, optional_net_argument, parse_counts, pass_options,
-                                    runtime_option, selection_options, state_option,
-                                    weights_option)
+                                    lstm_op_option, model_file, optional_net_argument,
+                                    parse_counts, pass_options, runtime_option,
+                                    selection_options, state_option, weights_option)
 from caffe_lstm.cli.requires import require_onnxruntime
 from caffe_lstm.files import load_npz
-from caffe_lstm.options import State
+from caffe_lstm.options import LstmOp, State
 
 def _levels(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
     return parse_counts(value, value, ",", "level")
@@ -27,9 +27,12 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int
 @weights_option(required=False)
 @selection_options
 @input_options
-@state_option(State.ZERO, State.IO, default=State.ZERO)
+@state_option(State.ZERO, State.IO, default=None,
+              shown_default="the model's own with --onnx or --engine, else zero")
 @backend_options
 @runtime_option("The runtime the engine was built for;")
+@lstm_op_option(LstmOp.AUTO, "How --backend onnxruntime without --onnx writes each recurrent "
+                             "layer;")
 @click.option("--iterations", type=click.IntRange(min=1), default=10, show_default=True,
               help="Timed runs (with --triton: measured sequences per client, unless "
                    "--seconds).")
@@ -51,9 +54,9 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int
 @pass_options
 def bench(options: GlobalOptions, net: Path | None, weights: Path | None, outputs: str,
           phase: str, stages: tuple[str, ...], inputs_path: Path | None, seed: int,
-          recurrent_state: str, backend: str, engine: Path | None, onnx_model: Path | None,
-          runtime: str, iterations: int, warmup: int, triton_url: str | None,
-          model_name: str | None, concurrency: tuple[int, ...], steps: int,
+          recurrent_state: str | None, backend: str, engine: Path | None,
+          onnx_model: Path | None, runtime: str, lstm_op: str, iterations: int, warmup: int,
+          triton_url: str | None, model_name: str | None, concurrency: tuple[int, ...], steps: int,
           seconds: float | None, as_json: bool) -> None:
     """Time a net's runs (latency min/median/p90/p99, throughput, peak memory), or load a
     running Triton server with concurrent sequences (steps/s, p50/p99 per step, mean batch).
@@ -75,7 +78,7 @@ def bench(options: GlobalOptions, net: Path | None, weights: Path | None, output
 
     timing = time_net(load(net, weights, outputs, phase, stages), backend, inputs=inputs_path,
                       seed=seed, state=recurrent_state, model=model, runtime=runtime,
-                      iterations=iterations, warmup=warmup)
+                      lstm_op=lstm_op, iterations=iterations, warmup=warmup)
     if as_json:
         click.echo(json.dumps(timing.as_dict(), indent=2))
         return
