@@ -310,3 +310,22 @@ def test_a_step_body_layer_its_type_refuses_is_named_at_its_add(tmp_path):
     assert ("built layer '__gru1/bad' (Scale) that its type refuses: KeyError: 'axis' "
             f"({plugin}:{line_no}, in expand)") in line, line
     assert not (tmp_path / "out.npz").exists()
+
+
+def test_a_builder_refusing_the_plugin_s_call_is_the_plugin_s_error(tmp_path):
+    """b.loop given two sequences for a step with one output: the builder's refusal is the
+    plugin's bug, at the line of its call (not a bare error about the layer)."""
+    sample = SAMPLES / "conv_gru_plugin"
+    source = (sample / "caffe_lstm_conv_gru" / "__init__.py").read_text()
+    right = "        b.loop(s, [node.outputs[0]], node.outputs[1:] or None)"
+    wrong = "        b.loop(s, [node.outputs[0], node.outputs[0]], node.outputs[1:] or None)"
+    assert right in source.splitlines()
+    plugin = tmp_path / "conv_gru.py"
+    plugin.write_text(source.replace(right, wrong))
+    line_no = plugin.read_text().splitlines().index(wrong) + 1
+    line = assert_one_error_line(run_cli(
+        "run", sample / "conv_gru.prototxt", "-w", sample / "conv_gru.caffemodel",
+        "--plugin", plugin))
+    assert (f"the plugin '{plugin}' (file) failed in the expand facet of 'ConvGRU': GraphError: "
+            "the step has 1 outputs, the loop was given 2 sequences") in line
+    assert f"({plugin}:{line_no}, in expand" in line and "layer 'gru1' (ConvGRU)" in line

@@ -157,6 +157,7 @@ class NodeBuilder:
         self.graph.nodes.append(Node(f"__{self.origin}/loop", "Loop", inputs,
                                      list(sequences) + finals, attrs, origin=self.origin,
                                      where=self.where))
+        self.sites[id(self.graph.nodes[-1])] = _caller()
         return finals
 
 

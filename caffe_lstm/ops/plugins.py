@@ -274,8 +274,16 @@ def _guarded(function: Callable, plugin: Plugin, op_type: str, facet: str) -> Ca
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
-        except CaffeLstmError:
-            raise  # the plugin's own user-facing error (or a walker's), unchanged
+        except CaffeLstmError as exc:
+            if not (facet == "expand" and _raised_outside(exc, plugin_files(plugin))):
+                raise  # the plugin's own user-facing error (or a walker's), unchanged
+            # the builder refusing how the plugin called it: its bug, at its line
+            node = next((a for a in args if isinstance(a, Node)), None)
+            raise PluginError(
+                f"the {plugin.label} failed in the expand facet of '{op_type}': "
+                f"{failure(exc, plugin_files(plugin))}", node.label if node is not None else "",
+                "a bug of the plugin, not of caffe-lstm: fix it or tell its author "
+                "(the traceback is the error's __cause__)") from exc
         except Exception as exc:
             node = next((a for a in args if isinstance(a, Node)), None)
             raise PluginError(
@@ -402,6 +410,15 @@ def failure(exc: BaseException, files: Sequence[str]) -> str:
     frame = (inside or frames)[-1]
     code, module = frame.tb_frame.f_code, frame.tb_frame.f_globals.get("__name__", "?")
     return f"{text} ({code.co_filename}:{frame.tb_lineno}, in {code.co_name}, module {module})"
+
+
+def _raised_outside(exc: BaseException, files: Sequence[str]) -> bool:
+    """Whether ``exc`` was raised by code outside ``files`` (caffe-lstm's, called by them)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    roots = [Path(f).resolve() for f in files if f]
+    return tb is not None and bool(roots) and not _under(tb.tb_frame.f_code.co_filename, roots)
 
 
 def _under(filename: str, roots: Sequence[Path]) -> bool:
