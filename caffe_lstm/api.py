@@ -23,8 +23,7 @@ from caffe_lstm.analysis.summary import summarize
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.backends.unit_scale import unit_scaled
 from caffe_lstm.built import Engine, OnnxExport
-from caffe_lstm.compare import Comparison, compare_outputs, mark_sensitive, nudged_weights
-from caffe_lstm.errors import ModelLoadError, UnsupportedLayerError
+from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.feeds import apply_feeds, random_feeds
 from caffe_lstm.files import (arrays_from, nothing_left_on_error,
                               refuse_to_overwrite)
@@ -35,13 +34,14 @@ from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, clone_graph
 from caffe_lstm.ir.walk import Progress
 from caffe_lstm.layouts import export_layer, import_layer, layout_layer
-from caffe_lstm.ops import noted_without_facet, recurrent_spec
+from caffe_lstm.ops import recurrent_spec
 from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Profile, Route, Runtime, State
 from caffe_lstm.passes import DEFAULT_PIPELINE, refuse_hidden_states, run_passes
 from caffe_lstm.passes.onnx_forms import engine_rewrite, lstm_op_choices, onnx_rewrite
 from caffe_lstm.passes.expose_state import (carried_states, expose_recurrent_state,
                                             needs_state_io, resolve_state, zero_states)
 from caffe_lstm.synthetic import synthetic_weights
+from caffe_lstm.verification import Prepared, Verification
 
 
 if TYPE_CHECKING:  # serving loads on first use: most users never serve
@@ -164,35 +164,36 @@ class Net:
         _, feeds = self._stated(state)._fed_graph(inputs, seed)
         return run_engine(engine, feeds, runtime=runtime)
 
+    def prepare(self, inputs: Inputs = None, *, seed: int = 0) -> Prepared:
+        """The net shaped for the inputs (random ones from ``seed`` without any) and its
+        rewrite, built once: what every column of ``verify`` runs from (a ``Prepared``:
+        ``graph``, ``rewritten``, ``feeds``, ``seed``)."""
+        graph, feeds = self._fed_graph(inputs, seed)
+        return Prepared(graph, _rewrite(clone_graph(graph)), feeds, seed)
+
     def verify(self, inputs: Inputs = None, *, seed: int = 0, engine: str | Path | None = None,
                runtime: Runtime | str = "auto", fp16: bool = False, tensorrt: bool = True,
-               atol: float = 1e-5, rtol: float = 1e-4,
-               onnxruntime: bool | None = None, progress: Progress | None = None) -> Verification:
+               atol: float | None = None, rtol: float | None = None,
+               onnxruntime: bool | None = None, progress: Progress | None = None,
+               allow_no_signal: bool = False, locate: bool = True,
+               prepared: Prepared | None = None) -> Verification:
         """Compares the recurrent equations, output by output, with the rewritten graph, the
         emitted TensorRT network (evaluated on the CPU: no GPU needed), the exported ONNX model
         run by onnxruntime (``onnxruntime``; None: when it imports) and, with ``engine`` on
-        a GPU, the engine. Returns the report; ``report.ok`` says whether all agree.
-        ``progress(phase, done, total)``: told of the equations' run, as ``Net.run``."""
-        graph, feeds = self._fed_graph(inputs, seed)
-        reference = NumpyExecutor(graph, progress).run(feeds)
-        report = Verification(atol, rtol)
-        candidates = self._candidates(report, feeds, engine, Runtime.parse(runtime, "runtime"),
-                                      fp16, tensorrt)
-        from caffe_lstm.backends.onnx.runtime import wants_onnxruntime
+        a GPU, the engine. ``atol``, ``rtol``: None takes the default of the column's
+        precision (``fp16``: float16 ones for the TensorRT columns). ``progress(phase, done,
+        total)``: told of the equations' run, as ``Net.run``. An output whose reference
+        carries no signal fails unless ``allow_no_signal``; ``locate``: a failing column is
+        searched for the first layer that diverges. ``prepared``: from ``prepare`` (default:
+        made here from ``inputs`` and ``seed``). Returns the report (``report.ok``)."""
+        from caffe_lstm.verification.columns import Request, Tolerances
+        from caffe_lstm.verification.run import verify_prepared
 
-        if wants_onnxruntime(onnxruntime):
-            candidates += self._onnx_candidate(report, feeds, required=bool(onnxruntime))
-        from caffe_lstm.backends.tensorrt.cpu_walk import NotWalkableError
-
-        for title, candidate in candidates:
-            try:
-                outputs = candidate()
-            except NotWalkableError as exc:  # a column this machine cannot compute
-                report.notes.append(f"{title} is not checked: {exc.what}")
-                continue
-            report.results.append((title, compare_outputs(reference, outputs, atol, rtol)))
-        mark_sensitive(report, reference, lambda: NumpyExecutor(nudged_weights(graph)).run(feeds))
-        return report
+        request = Request(Tolerances(atol, rtol), None if engine is None else Path(engine),
+                          Runtime.parse(runtime, "runtime"), fp16, tensorrt, onnxruntime)
+        return verify_prepared(prepared or self.prepare(inputs, seed=seed), request,
+                               allow_no_signal=allow_no_signal, locate=locate,
+                               progress=progress)
 
     # ---- writing ------------------------------------------------------------------------------
 
@@ -324,21 +325,6 @@ class Net:
         profiles = checked_profiles(net.graph, shapes)
         return onnx_rewrite(net.graph, lstm_op), profiles
 
-    def _onnx_candidate(self, report: Verification, feeds: dict,
-                        required: bool) -> list[tuple[str, Callable]]:
-        """``verify``'s onnxruntime column, (title, run): the net exported for the feeds' shapes;
-        unless ``required``, a note instead for a net with layers that have no ONNX form."""
-        from caffe_lstm.backends.onnx.exporter import check_exportable
-
-        if not required:
-            try:
-                check_exportable(self.rewritten().graph)
-            except UnsupportedLayerError as exc:
-                report.notes.append(f"the ONNX model is not checked: {exc.what}")
-                return []
-        return [("ONNX model (onnxruntime)",  # export's default: each recurrent layer a Scan
-                 lambda: self.run_onnxruntime(feeds, lstm_op=LstmOp.SCAN))]
-
     def to_triton(self, repository: str | Path, *, backend: Backend | str = "python",
                   name: str | None = None, max_batch: int = 8, instances: int = 1,
                   cont_from_start: bool = False, batch_axes: Mapping[str, int] | None = None,
@@ -419,62 +405,12 @@ class Net:
         return net.graph, apply_feeds(net.graph, {**zero_states(net.graph, feeds), **feeds},
                                       source)
 
-    def _candidates(self, report: Verification, feeds: dict, engine: str | Path | None,
-                    runtime: Runtime, fp16: bool, tensorrt: bool) -> list[tuple[str, Callable]]:
-        """(title, run) for each implementation to compare with the equations."""
-        def rewritten() -> tuple[Graph, dict]:
-            graph, fed = self._fed_graph(feeds, 0)
-            return _rewrite(graph), fed
-
-        def numpy_run() -> dict[str, np.ndarray]:
-            graph, fed = rewritten()
-            return NumpyExecutor(graph).run(fed)
-
-        candidates = [("rewritten graph (numpy)", numpy_run)]
-        from caffe_lstm.backends.tensorrt.runtime import has_gpu, load_runtime_if_any
-
-        trt_runtime = load_runtime_if_any(runtime.value) if (tensorrt or engine) else None
-        if trt_runtime is None or (not engine and noted_without_facet(  # no TensorRT form
-                report.notes, rewritten()[0], "tensorrt", "the TensorRT network is not checked")):
-            return candidates
-        from caffe_lstm.backends.tensorrt.cpu_walk import evaluate_emitted
-
-        if engine is not None and has_gpu():
-            candidates.append((f"engine {Path(engine).name} (GPU)",
-                               lambda: run_engine(engine, feeds, runtime=trt_runtime.name)))
-        elif engine is not None:
-            report.notes.append("no GPU here: the engine cannot run; its TensorRT network is "
-                                "checked on the CPU")
-        title = f"TensorRT network, {'fp16' if fp16 else 'fp32'} (CPU walk)"
-        candidates.append((title, lambda: evaluate_emitted(trt_runtime, *rewritten(), fp16)))
-        return candidates
-
     def _require_layers(self) -> None:  # nothing to compute: refused by every producer
         require_layers(self.graph, str(self.prototxt))
 
     def _require_weights(self, purpose: str) -> None:  # and something to compute
         self._require_layers()
         require_weights(self.missing_weights, str(self.weights or self.prototxt), purpose)
-
-
-@dataclass
-class Verification:
-    """What ``Net.verify`` found: per candidate, one Comparison per output."""
-
-    atol: float
-    rtol: float
-    results: list[tuple[str, list[Comparison]]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def failures(self) -> list[str]:
-        """``output (candidate)`` for every comparison beyond the tolerances."""
-        return [f"{row.name} ({title})" for title, rows in self.results for row in rows
-                if not row.ok]
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
 
 
 def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,

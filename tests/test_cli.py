@@ -209,8 +209,11 @@ def test_verify_prints_a_table_and_passes(invoke, name):
     result = invoke("verify", net, "-w", weights, "--seed", 1)
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[1].split() == ["output", "shape", "max", "abs", "err", "max", "rel", "err"]
+    assert lines[0].endswith("ok when |d| ≤ atol + rtol·|ref| with atol 1e-05, rtol 0.0001")
+    assert lines[1].split() == ["output", "shape", "max", "abs", "err", "max", "rel", "err",
+                                "of", "tol", "by", "verdict"]
     assert lines[2].startswith("probs") and lines[2].endswith("ok")
+    assert lines[2].split()[-2] in ("atol", "rtol")  # the term that decided
     if "TensorRT network" in result.stdout:  # the CPU walk of the emitted network
         assert result.stdout.splitlines()[5].endswith("ok")
 
@@ -222,5 +225,6 @@ def test_verify_exits_1_on_a_mismatch(tmp_path):
     assert proc.returncode == 1
     assert "MISMATCH" in proc.stdout
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "comparison(s) differ beyond atol 0 + rtol 0" in lines[0]
+    assert len(lines) == 1 and "comparison(s) differ beyond their tolerance" in lines[0]
+    assert "widen --atol / --rtol" in lines[0]
     assert lines[0].startswith("error: ")

@@ -530,7 +530,9 @@ def test_verify_has_an_onnxruntime_column(invoke):
     assert result.exit_code == 0, result.stderr
     assert "original equations vs ONNX model (onnxruntime)" in result.stdout
     result = invoke("verify", net, "-w", weights, "--no-trt", "--no-onnxruntime")
-    assert "onnxruntime" not in result.stdout
+    assert "original equations vs ONNX model" not in result.stdout
+    assert "ONNX model (onnxruntime) is not checked: turned off (--no-onnxruntime)" in \
+        result.stdout
 
 
 def test_verify_notes_a_net_it_cannot_export(invoke, monkeypatch):
@@ -540,7 +542,7 @@ def test_verify_notes_a_net_it_cannot_export(invoke, monkeypatch):
     net, weights = sample("seq_classifier")
     result = invoke("verify", net, "-w", weights, "--no-trt")
     assert result.exit_code == 0, result.stderr
-    assert "the ONNX model is not checked: cannot export these layers to ONNX: Softmax" in \
-        result.stdout
+    assert ("ONNX model (onnxruntime) is not checked: cannot export these layers to ONNX: "
+            "Softmax") in result.stdout
     result = invoke("verify", net, "-w", weights, "--no-trt", "--onnxruntime")
     assert_one_error_line(result, "cannot export these layers to ONNX: Softmax (probs)")

@@ -33,6 +33,11 @@ PHRASES: tuple[tuple[str, str], ...] = (
     ("(the traceback is the error's __cause__)", "(--debug shows its traceback)"),
     ("(batch_axes={NAME: AXIS})", "(--batch-axis NAME:AXIS)"),
     ("(max_batch=0)", "(--max-batch 0)"),
+    ("turned off (tensorrt=False)", "turned off (--no-trt)"),
+    ("turned off (onnxruntime=False)", "turned off (--no-onnxruntime)"),
+    ("no engine given (engine=PATH)", "no engine given (--engine FILE)"),
+    ("the prototxt's fillers as written, fillers=True,",
+     "the prototxt's fillers as written, `weights init --fillers`,"),
 )
 
 #: API parameter -> the CLI flag that gives it.
@@ -41,7 +46,7 @@ FLAGS: dict[str, str] = {
     "stages": "--stage", "state": "--state", "runtime": "--runtime", "via": "--via",
     "fp16": "--fp16", "opset": "--opset", "lstm_op": "--lstm-op", "layer": "--layer",
     "layout": "--layout", "max_batch": "--max-batch", "fillers": "--fillers",
-    "backend": "--backend",
+    "backend": "--backend", "atol": "--atol", "rtol": "--rtol",
 }
 
 _PARAM = r"(?<![\w.])(" + "|".join(FLAGS) + r")"

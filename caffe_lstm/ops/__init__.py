@@ -33,11 +33,11 @@ from caffe_lstm.ops.builder import COPY_DIM, NodeBuilder, Step
 from caffe_lstm.ops.recurrent.cells import (ConvolutionGates, InnerProductGates, gru_step,
                                             lstm_step, rnn_step)
 # Layer types from outside: plugins register through this register_op (docs/plugins.md).
-from caffe_lstm.ops.plugins import (ParamField, PluginError, load_plugins, noted_without_facet,
+from caffe_lstm.ops.plugins import (ParamField, PluginError, load_plugins,
                                    refused_result, register_op)
 
 __all__ = ["COPY_DIM", "FACETS", "ConvolutionGates", "InnerProductGates", "MissingFacetError",
            "NodeBuilder", "Op", "ParamField", "PluginError", "RecurrentSpec", "Step",
            "check_facet", "claimed_facets", "get_op", "gru_step", "has_facet", "load_plugins",
-           "lstm_step", "missing_facets", "noted_without_facet", "recurrent_spec",
+           "lstm_step", "missing_facets", "recurrent_spec",
            "recurrent_types", "refused_result", "register_op", "registered_types", "rnn_step"]

@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
-from caffe_lstm.ir.graph import Graph, Node
+from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.ir.graph import Node
 from caffe_lstm.ops import registry
-from caffe_lstm.ops.registry import (FACETS, Op, check_facet, claimed_facets, get_op, has_facet,
+from caffe_lstm.ops.registry import (FACETS, Op, claimed_facets, get_op, has_facet,
                                      restore_registry, snapshot_registry)
 
 #: The entry-point group installed plugins declare (``[project.entry-points."caffe_lstm.ops"]``).
@@ -433,17 +433,6 @@ def plugin_files(plugin: Plugin) -> list[str]:
     if path and Path(path).name == "__init__.py":
         return [str(Path(path).parent)]
     return [path] if path else []
-
-
-def noted_without_facet(notes: list[str], graph: Graph, facet: str, what: str) -> bool:
-    """Whether some node of ``graph`` lacks ``facet`` (a Python layer, a plugin without it);
-    if so appends ``what: <why>`` to ``notes`` (``verify`` skips that column)."""
-    try:
-        check_facet(graph, facet, "some layers have no such form")
-    except UnsupportedLayerError as exc:
-        notes.append(f"{what}: {exc.what}")
-        return True
-    return False
 
 
 def listed_plugins(installed: bool = True) -> list[Plugin]:

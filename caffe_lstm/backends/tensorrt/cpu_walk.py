@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from caffe_lstm.backends.tensorrt.build import BuildOptions, emit
-from caffe_lstm.backends.tensorrt.network_eval import NotModeledError, evaluate_network
+from caffe_lstm.backends.tensorrt.network_eval import NotModeledError, Observer, evaluate_network
 from caffe_lstm.backends.tensorrt.runtime import Runtime
 from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Graph
@@ -19,9 +19,9 @@ class NotWalkableError(UnsupportedLayerError):
 
 
 def evaluate_emitted(runtime: Runtime, graph: Graph, feeds: Mapping[str, np.ndarray],
-                     fp16: bool) -> dict[str, np.ndarray]:
+                     fp16: bool, observe: Observer | None = None) -> dict[str, np.ndarray]:
     """The network emitted for ``graph`` evaluated with numpy, walked through the TensorRT
-    API; the outputs as float32.
+    API; the outputs as float32. ``observe`` sees every tensor (``network_eval.Observer``).
 
     Raises:
         NotWalkableError: a layer the numpy walk does not model (a plugin's tensorrt facet
@@ -29,7 +29,7 @@ def evaluate_emitted(runtime: Runtime, graph: Graph, feeds: Mapping[str, np.ndar
     """
     _, network, _ = emit(runtime, graph, BuildOptions(fp16=fp16))
     try:
-        results = evaluate_network(runtime.trt, network, dict(feeds))
+        results = evaluate_network(runtime.trt, network, dict(feeds), observe)
     except NotModeledError as exc:
         where = "; ".join(getattr(exc, "__notes__", []))  # the layer, when one was running
         raise NotWalkableError(

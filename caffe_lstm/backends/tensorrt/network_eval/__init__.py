@@ -34,7 +34,7 @@ import heapq
 from collections import ChainMap, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -46,14 +46,22 @@ from caffe_lstm.backends.tensorrt.network_eval.common import (
 
 __all__ = ["NetworkEvalError", "NotModeledError", "evaluate_network", "numpy_dtype"]
 
-def evaluate_network(trt: Any, network: Any,
-                     feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+#: Sees every tensor evaluated: ``observe(step, tensors)`` with a loop iteration's own tensors
+#: by name after each iteration (``step``: the iteration), and the tensors outside every loop
+#: at the end (``step`` None).
+Observer = Callable[[int | None, Mapping[str, np.ndarray]], None]
+
+
+def evaluate_network(trt: Any, network: Any, feeds: Mapping[str, np.ndarray],
+                     observe: Observer | None = None) -> dict[str, np.ndarray]:
     """Evaluates every marked network output for the given network-input arrays (by input name).
 
     Args:
         trt: the TensorRT module (``tensorrt`` or ``tensorrt_rtx_bindings``).
         network: the ``INetworkDefinition``.
         feeds: one array per network input; cast to the input's dtype (same kind).
+        observe: sees every intermediate tensor (``verify``'s search for the first layer that
+            diverges).
 
     Returns:
         One array per marked output, by tensor name.
@@ -70,7 +78,9 @@ def evaluate_network(trt: Any, network: Any,
     env: Env = _network_inputs(network, feeds)
     _check_unique_names(nodes, env)
     loops = _find_loops(nodes)
-    _run_plan(_plan(set(range(len(nodes))), nodes, loops), env, None)
+    _run_plan(_plan(set(range(len(nodes))), nodes, loops), env, None, observe)
+    if observe is not None:
+        observe(None, env)
     return _network_outputs(network, env, loops)
 
 
@@ -334,10 +344,11 @@ def _toposort(units: list, nodes: list[_Node]) -> list:
     return order
 
 
-def _run_plan(plan: list, env: Env, run: _LoopRun | None) -> None:
+def _run_plan(plan: list, env: Env, run: _LoopRun | None,
+              observe: Observer | None = None) -> None:
     for unit in plan:
         if isinstance(unit, _Loop):
-            _LoopRun(unit).run(env)
+            _LoopRun(unit, observe).run(env)
         else:
             _apply(unit, [_fetch(env, unit, k) for k in range(len(unit.inputs))], run, env)
 
@@ -377,8 +388,9 @@ def _check_declared(node: _Node, outputs: list) -> None:
 class _LoopRun:
     """One execution of a loop: the iteration number, the COUNT trip count, carried states."""
 
-    def __init__(self, loop: _Loop) -> None:
+    def __init__(self, loop: _Loop, observe: Observer | None = None) -> None:
         self.loop = loop
+        self.observe = observe
         self.step = 0
         self.trips = 0
         self.carried: dict[str, np.ndarray] = {}   # recurrence output -> its next value
@@ -392,7 +404,9 @@ class _LoopRun:
         for step in range(self.trips):
             self.step = step
             scope: Env = ChainMap({}, env)
-            _run_plan(self.loop.plan, scope, self)
+            _run_plan(self.loop.plan, scope, self, self.observe)
+            if self.observe is not None:
+                self.observe(step, scope.maps[0])
             self._carry(scope)
             for node in sequences:
                 rows[node.index].append(scope[node.inputs[0]])
