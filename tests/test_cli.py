@@ -209,7 +209,7 @@ def test_verify_prints_a_table_and_passes(invoke, name):
     result = invoke("verify", net, "-w", weights, "--seed", 1)
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].endswith("ok when |d| ≤ atol + rtol·|ref| with atol 1e-05, rtol 0.0001")
+    assert lines[0].endswith("match when |d| ≤ atol + rtol·|ref| with atol 1e-05, rtol 0.0001")
     assert lines[1].split() == ["output", "shape", "max", "abs", "err", "max", "rel", "err",
                                 "of", "tol", "by", "verdict"]
     assert lines[2].startswith("probs") and lines[2].endswith("ok")

@@ -31,8 +31,8 @@ def _pose_like() -> str:
               '  input_param { shape { dim: 6 dim: 3 dim: 6 dim: 6 } shape { dim: 3 dim: 2 } } }']
     bottom = "frames"
     for k in range(1, CONVS + 1):
-        layers += [f'layer {{ name: "conv{k}" type: "Convolution" bottom: "{bottom}" '
-                   f'top: "conv{k}"',
+        layers += [f'layer {{ name: "conv{k}" type: "Convolution" bottom: "{bottom}"',
+                   f'  top: "conv{k}"',
                    '  convolution_param { num_output: 4 kernel_size: 3 pad: 1',
                    '    weight_filler { type: "gaussian" std: 0.01 }',
                    '    bias_filler { type: "constant" value: 0 } } }',
@@ -286,10 +286,10 @@ def test_fp16_passes_on_the_samples_with_float16_tolerances(name):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ("fp16: the TensorRT columns use float16 tolerances (atol 0.002·max|ref|, "
             "rtol 0.005); pass --atol, --rtol to choose others") in proc.stdout
-    assert ("original equations vs TensorRT network, fp16 (CPU walk): ok when "
+    assert ("original equations vs TensorRT network, fp16 (CPU walk); match when "
             "|d| ≤ atol + rtol·|ref| with atol 0.002·max|ref|, rtol 0.005") in proc.stdout
-    assert "original equations vs rewritten graph (numpy): ok when |d| ≤ atol + rtol·|ref| " \
-           "with atol 1e-05, rtol 0.0001" in proc.stdout
+    assert ("original equations vs rewritten graph (numpy); match when |d| ≤ atol + rtol·|ref| "
+            "with atol 1e-05, rtol 0.0001") in proc.stdout
 
 
 # ---- one preparation for all columns -----------------------------------------------------------

@@ -79,8 +79,8 @@ def verify(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase
 def _column(column: Column) -> list[str]:
     if not column.checked:
         return [f"{column.title} is not checked: {column.reason}"]
-    rule = f"ok when {RULE} with {column.tolerance.describe()}"
-    lines = [f"original equations vs {column.title}: {rule}", *_table(column.rows)]
+    rule = f"match when {RULE} with {column.tolerance.describe()}"
+    lines = [f"original equations vs {column.title}; {rule}", *_table(column.rows)]
     for row in column.rows:
         if row.no_signal:
             lines.append(f"{row.name}: no signal: {row.no_signal}")
