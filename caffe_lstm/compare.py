@@ -151,9 +151,9 @@ def signal_problem(want: np.ndarray, redrawn: np.ndarray | None,
             f"ignored its inputs would pass; {_SHRUNK}")
 
 
-_SHRUNK = ("the weights probably shrink the signal to nothing (the prototxt's fillers as "
-           "written, fillers=True, often do over many layers): real trained weights, or "
-           "synthetic weights scaled to keep it, avoid this")
+_SHRUNK = ("random weights lose the input over many layers: the prototxt's fillers as written "
+           "(fillers=True) shrink the signal to nothing, and even unit-scaled synthetic weights "
+           "can map every input to about the same output; real trained weights avoid this")
 
 
 #: An output is sensitive when one float32 rounding of the weights moves it by more than this

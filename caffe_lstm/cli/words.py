@@ -36,8 +36,8 @@ PHRASES: tuple[tuple[str, str], ...] = (
     ("turned off (tensorrt=False)", "turned off (--no-trt)"),
     ("turned off (onnxruntime=False)", "turned off (--no-onnxruntime)"),
     ("no engine given (engine=PATH)", "no engine given (--engine FILE)"),
-    ("the prototxt's fillers as written, fillers=True,",
-     "the prototxt's fillers as written, `weights init --fillers`,"),
+    ("the prototxt's fillers as written (fillers=True)",
+     "the prototxt's fillers as written (`weights init --fillers`)"),
 )
 
 #: API parameter -> the CLI flag that gives it.
