@@ -99,15 +99,19 @@ def test_verify_passes_on_a_held_out_line(tmp_path):
 
 
 def _cli_step(invoke, tmp_path, *options) -> charlm.Step:
-    """One `caffe-lstm run --state io` per character: the states it writes go into the next."""
+    """One `caffe-lstm run --state io` per character, started from the previous call's final
+    states (`--state-from` its -o file) after the first."""
     def step(char_id, cont, states):
-        inputs, out = tmp_path / "step_in.npz", tmp_path / "step_out.npz"
-        np.savez(inputs, **charlm.step_inputs(char_id, cont, states))
+        inputs, out = tmp_path / "step_in.npz", tmp_path / f"step{len(calls)}.npz"
+        np.savez(inputs, **charlm.step_inputs(char_id, cont, None))
+        carried = ("--state-from", calls[-1]) if states is not None else ()
         result = invoke("run", NET, "-w", WEIGHTS, "--state", "io", "--inputs", inputs,
-                        "-o", out, *options)
+                        "-o", out, *carried, *options)
         assert result.exit_code == 0, result.stderr
+        calls.append(out)
         with np.load(out) as arrays:
             return charlm.split_outputs({name: arrays[name] for name in arrays.files})
+    calls: list = []
     return step
 
 

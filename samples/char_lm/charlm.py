@@ -55,12 +55,13 @@ def scored_held_out(length: int | None = HELD_OUT_SCORED) -> np.ndarray:
     return encode(split(text)[1][:length], vocabulary(text))
 
 
-def sequence_inputs(ids: np.ndarray) -> dict[str, np.ndarray]:
+def sequence_inputs(ids: np.ndarray, continued: bool = False) -> dict[str, np.ndarray]:
     """The net's inputs to predict ids[1:] from ids[:-1] in one call (T = len - 1, N = 1):
-    a new sequence at t = 0 (cont 0), continued after."""
+    a new sequence at t = 0 (cont 0) unless ``continued`` (the states come from the previous
+    call), continued after."""
     chars = ids[:-1].reshape(-1, 1).astype(np.float32)
     cont = np.ones_like(chars)
-    cont[0] = 0
+    cont[0] = 1 if continued else 0
     return {"chars": chars, "cont": cont}
 
 
@@ -112,3 +113,16 @@ def split_outputs(outputs: dict[str, np.ndarray]) -> tuple[np.ndarray, dict]:
 
 def bits(value: float) -> str:
     return f"{value:.3f} ({math.log2(value):.2f} bits/char)"
+
+
+def write_inputs(text: str, path: Path, continued: bool = False) -> None:
+    """The inputs of one call reading ``text`` (T = len(text), N = 1), as an .npz for
+    `caffe-lstm run --inputs`: a new text unless ``continued`` (`--state-from`)."""
+    ids = encode(text + text[-1], vocabulary())  # the last id is what ids[:-1] leaves out
+    np.savez(path, **sequence_inputs(ids, continued))
+
+
+if __name__ == "__main__":  # python samples/char_lm/charlm.py TEXT OUT.npz [--continued]
+    import sys
+
+    write_inputs(sys.argv[1], Path(sys.argv[2]), "--continued" in sys.argv[3:])
