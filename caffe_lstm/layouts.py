@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import ClassVar
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -56,6 +57,7 @@ from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ops import get_op, recurrent_spec
 from caffe_lstm.ops.recurrent import CAFFE_GATES, PEEPHOLE_GATES, LstmWeights
 from caffe_lstm.ops.recurrent.cell import ONNX_GATES, ONNX_PEEPHOLES, onnx_lstm_arrays
+from caffe_lstm.ops.recurrent.gru import GRU_GATES, GruWeights
 
 
 class LayoutError(CaffeLstmError):
@@ -93,6 +95,11 @@ def _permute(array: np.ndarray, source: Sequence[str], target: Sequence[str],
     return np.concatenate([blocks[name] for name in target], axis=axis)
 
 
+def _float32(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Exported arrays: contiguous float32 each."""
+    return {name: np.ascontiguousarray(array, np.float32) for name, array in arrays.items()}
+
+
 def _sum_biases(input_side: np.ndarray, recurrent_side: np.ndarray) -> np.ndarray:
     """b_W + b_R. Where b_R is exactly 0 the input side is kept as it is, bit for bit (a -0.0
     of Caffe's b_c survives export and import; the value is the same either way)."""
@@ -121,8 +128,7 @@ class Layout(ABC):
             LayoutError: the layer has peepholes or a projection and the framework has none.
         """
         _check_variant(cls, blobs)
-        return {name: np.ascontiguousarray(array, np.float32)
-                for name, array in cls._export(blobs).items()}
+        return _float32(cls._export(blobs))
 
     @classmethod
     def import_(cls, arrays: Mapping[str, np.ndarray], static_size: int = 0) -> LstmWeights:
@@ -387,7 +393,164 @@ def import_arrays(layout: type[Layout], arrays: Mapping[str, np.ndarray],
         wanted = ", ".join(f"{name} {shape}" for name, shape in expected.items())
         raise LayoutError(f"the arrays do not fit layout '{layout.name}': {'; '.join(problems)}",
                           "", f"expected exactly: {wanted}")
+    if isinstance(template, GruWeights):
+        return layout.import_(arrays, template)
     return layout.import_(arrays, template.static_size)
+
+
+# ---- a GRU's layouts ---------------------------------------------------------------------------
+#
+# caffe    W_xc (3H, I), b_c (3H), [W_xc_static (3H, S)], R_z, R_r, R_h (H, H), [Rb_h (H)]
+# onnx     W (1, 3H, I + S), R (1, 3H, H), B (1, 6H) = [Wb, Rb]: the GRU node's inputs, gates
+#          z, r, h; its linear_before_reset attribute is the layer's
+# pytorch  weight_ih_l0 (3H, I + S), weight_hh_l0 (3H, H), bias_ih_l0, bias_hh_l0 (3H): the
+#          state_dict of torch.nn.GRU, gates r, z, n; torch's form only (linear_before_reset 1)
+# keras    kernel (I + S, 3H), recurrent_kernel (H, 3H), gates z, r, h; bias (2, 3H) with
+#          reset_after=True (linear_before_reset 1), (3H,) with reset_after=False (0)
+#
+# Caffe's one bias b_c goes to the input side; the recurrent side holds Rb_h (its h block) and
+# zeros; import sums what inference only sees summed (z and r's two biases).
+
+
+class GruLayout(ABC):
+    """A framework's arrays for one GRU layer; ``export`` and ``import_`` are exact inverses."""
+
+    name: ClassVar[str] = ""
+    #: The linear_before_reset values the framework's GRU computes.
+    forms: ClassVar[tuple[int, ...]] = (0, 1)
+    #: What the framework's GRU is, for the refusal of the other form.
+    what: ClassVar[str] = ""
+
+    @classmethod
+    def export(cls, w: GruWeights) -> dict[str, np.ndarray]:
+        cls._check_form(w)
+        return _float32(cls._export(w))
+
+    @classmethod
+    def import_(cls, arrays: Mapping[str, np.ndarray], template: GruWeights) -> GruWeights:
+        cls._check_form(template)
+        return cls._import({name: np.asarray(a, np.float32) for name, a in arrays.items()},
+                           template)
+
+    @classmethod
+    def _check_form(cls, w: GruWeights) -> None:
+        form = int(w.linear_before_reset)
+        if form not in cls.forms:
+            raise LayoutError(
+                f"layout '{cls.name}' holds {cls.what}, which cannot compute this layer's "
+                f"recurrent_param.linear_before_reset {form}", "",
+                "use layout onnx or keras (both forms), or caffe")
+
+    @classmethod
+    @abstractmethod
+    def _export(cls, w: GruWeights) -> dict[str, np.ndarray]:
+        """The framework's arrays (each layout defines it)."""
+
+    @classmethod
+    @abstractmethod
+    def _import(cls, arrays: dict[str, np.ndarray], template: GruWeights) -> GruWeights:
+        """The blobs from checked arrays (each layout defines it)."""
+
+
+def _gru_recurrent(w: GruWeights, order: Sequence[str]) -> np.ndarray:
+    blocks = {"z": w.r_z, "r": w.r_r, "h": w.r_h}
+    return np.concatenate([blocks[gate] for gate in order])
+
+
+def _gru_recurrent_bias(w: GruWeights) -> np.ndarray:
+    """The recurrent side's bias, blocks z, r, h: zeros, zeros, Rb_h (or zeros)."""
+    hidden = w.r_h.shape[0]
+    rb_h = w.rb_h if w.rb_h is not None else np.zeros(hidden, np.float32)
+    return np.concatenate([np.zeros(2 * hidden, np.float32), rb_h])
+
+
+def _gru_from(template: GruWeights, w_x: np.ndarray, input_bias: np.ndarray,
+              recurrent: np.ndarray, recurrent_bias: np.ndarray) -> GruWeights:
+    """The blobs from the input weights and both biases (blocks z, r, h) and R (z, r, h)."""
+    hidden = template.r_h.shape[0]
+    r_z, r_r, r_h = np.split(recurrent, 3)
+    if template.linear_before_reset:  # Rb_h stays apart, inside r ⊙ (...)
+        rb_h, summed = recurrent_bias[2 * hidden:], np.concatenate(
+            [recurrent_bias[:2 * hidden], np.zeros(hidden, np.float32)])
+    else:
+        rb_h, summed = None, recurrent_bias
+    w = replace(template, b_c=_sum_biases(input_bias, summed), r_z=r_z, r_r=r_r, r_h=r_h,
+                rb_h=rb_h)
+    return w.with_input_weights(w_x, template.static_size)
+
+
+class GruCaffe(GruLayout):
+    name = "caffe"
+
+    @classmethod
+    def _export(cls, w):
+        arrays = {"W_xc": w.w_xc, "b_c": w.b_c, "W_xc_static": w.w_xc_static, "R_z": w.r_z,
+                  "R_r": w.r_r, "R_h": w.r_h, "Rb_h": w.rb_h}
+        return {name: array for name, array in arrays.items() if array is not None}
+
+    @classmethod
+    def _import(cls, arrays, template):
+        return replace(template, w_xc=arrays["W_xc"], b_c=arrays["b_c"],
+                       w_xc_static=arrays.get("W_xc_static"), r_z=arrays["R_z"],
+                       r_r=arrays["R_r"], r_h=arrays["R_h"], rb_h=arrays.get("Rb_h"))
+
+
+class GruOnnx(GruLayout):
+    name = "onnx"
+
+    @classmethod
+    def _export(cls, w):
+        bias = np.concatenate([w.b_c, _gru_recurrent_bias(w)])
+        return {"W": w.input_weights()[None], "R": _gru_recurrent(w, GRU_GATES)[None],
+                "B": bias[None]}
+
+    @classmethod
+    def _import(cls, arrays, template):
+        input_bias, recurrent_bias = np.split(arrays["B"][0], 2)
+        return _gru_from(template, arrays["W"][0], input_bias, arrays["R"][0], recurrent_bias)
+
+
+class GruPyTorch(GruLayout):
+    name, forms, what = "pytorch", (1,), "torch.nn.GRU (the reset after the recurrent product)"
+    gates = ("r", "z", "h")
+
+    @classmethod
+    def _export(cls, w):
+        return {"weight_ih_l0": _permute(w.input_weights(), GRU_GATES, cls.gates),
+                "weight_hh_l0": _gru_recurrent(w, cls.gates),
+                "bias_ih_l0": _permute(w.b_c, GRU_GATES, cls.gates),
+                "bias_hh_l0": _permute(_gru_recurrent_bias(w), GRU_GATES, cls.gates)}
+
+    @classmethod
+    def _import(cls, arrays, template):
+        def ours(name: str) -> np.ndarray:
+            return _permute(arrays[name], cls.gates, GRU_GATES)
+        return _gru_from(template, ours("weight_ih_l0"), ours("bias_ih_l0"),
+                         ours("weight_hh_l0"), ours("bias_hh_l0"))
+
+
+class GruKeras(GruLayout):
+    name = "keras"
+
+    @classmethod
+    def _export(cls, w):
+        bias = (np.stack([w.b_c, _gru_recurrent_bias(w)]) if w.linear_before_reset
+                else w.b_c)  # reset_after=True: (2, 3H); False: (3H,)
+        return {"kernel": w.input_weights().T, "recurrent_kernel": _gru_recurrent(w, GRU_GATES).T,
+                "bias": bias}
+
+    @classmethod
+    def _import(cls, arrays, template):
+        bias = arrays["bias"]
+        input_bias, recurrent_bias = ((bias[0], bias[1]) if template.linear_before_reset
+                                      else (bias, np.zeros_like(bias)))
+        return _gru_from(template, arrays["kernel"].T, input_bias,
+                         arrays["recurrent_kernel"].T, recurrent_bias)
+
+
+#: A GRU's layouts by CLI name (a subset of LAYOUTS' names).
+GRU_LAYOUTS: dict[str, type[GruLayout]] = {
+    layout.name: layout for layout in (GruCaffe, GruOnnx, GruPyTorch, GruKeras)}
 
 
 def zeros_like_layer(node: Node) -> LstmWeights:
@@ -418,12 +581,15 @@ def layout_layer(graph: Graph, name: str, where: str) -> Node:
     return node
 
 
-def layout_named(name: str) -> type[Layout]:
-    """The layout called ``name`` (a key of LAYOUTS), or a one-line error listing them."""
-    if name not in LAYOUTS:
-        raise CaffeLstmError(f"unknown layout '{name}'", "layout=",
-                             f"use one of {', '.join(LAYOUTS)}")
-    return LAYOUTS[name]
+def layout_named(name: str, node: Node | None = None) -> type[Layout] | type[GruLayout]:
+    """The layout called ``name`` for ``node``'s type (LAYOUTS, or a GRU's GRU_LAYOUTS), or a
+    one-line error listing them."""
+    gru = node is not None and isinstance(zeros_like_layer(node), GruWeights)
+    layouts = GRU_LAYOUTS if gru else LAYOUTS
+    if name not in layouts:
+        raise CaffeLstmError(f"unknown layout '{name}'" + (f" for a {node.op}" if node else ""),
+                             "layout=", f"use one of {', '.join(layouts)}")
+    return layouts[name]
 
 
 def export_layer(node: Node, layout: str, weights: str) -> dict[str, np.ndarray]:
@@ -434,7 +600,8 @@ def export_layer(node: Node, layout: str, weights: str) -> dict[str, np.ndarray]
                              f"{node.label}, weights {weights}",
                              "check that the weights are those of this net")
     with at_layer(node):
-        return layout_named(layout).export(layer_weights(node, [v.data for v in node.weights]))
+        return layout_named(layout, node).export(
+            layer_weights(node, [v.data for v in node.weights]))
 
 
 def import_layer(node: Node, layout: str, arrays: Mapping[str, np.ndarray],
@@ -442,7 +609,7 @@ def import_layer(node: Node, layout: str, arrays: Mapping[str, np.ndarray],
     """``node``'s blobs, in its file order, from ``arrays`` in ``layout`` (read from
     ``source``, which places an error beside the layer's name)."""
     with at_layer(node, source):
-        weights = import_arrays(layout_named(layout), arrays, zeros_like_layer(node))
+        weights = import_arrays(layout_named(layout, node), arrays, zeros_like_layer(node))
     return layer_arrays(node, weights)
 
 

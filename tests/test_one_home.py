@@ -73,7 +73,7 @@ def test_no_recurrent_type_name_nor_type_table_outside_ops():
 
 
 def test_the_recurrent_types_are_the_three_caffe_knows():
-    assert set(recurrent_types()) == {"LSTM", "RNN", "Lstm", "LSTMSimple"}
+    assert set(recurrent_types()) == {"LSTM", "RNN", "Lstm", "LSTMSimple", "GRU"}
 
 
 def test_the_check_finds_planted_names_and_tables(tmp_path):

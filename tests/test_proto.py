@@ -76,6 +76,9 @@ ADDED_FIELDS = {
     ("RecurrentParameter", "num_layers"): 2001,
     ("RecurrentParameter", "engine"): 2002,
     ("RecurrentParameter", "dropout_ratio"): 2003,
+    # synopsys-caffe's GRU fields (its own numbers).
+    ("RecurrentParameter", "linear_before_reset"): 8,
+    ("RecurrentParameter", "activations"): 12,
     ("RecurrentParameter", "dropout_seed"): 2004,
     # Our Loop layer (Part D), written by `caffe-lstm rewrite`.
     ("LayerParameter", "loop_param"): 1100,
@@ -174,10 +177,10 @@ def test_master_counts_match_upstream():
 def test_total_counts():
     # Master + additions: 16 fork messages with 37 + 22 + 11 + 12 fields (Interp 6,
     # SpatialTransformer 11, Repeat 2, PSROIPooling 3; LSTMSimple 6, LstmUnit 5; Transpose's
-    # grid modes 4, ZerosData 1, CaptionInput 7), 2 Loop messages with 6 + 4 fields, 27 added
+    # grid modes 4, ZerosData 1, CaptionInput 7), 2 Loop messages with 6 + 4 fields, 29 added
     # fields, 3 enums with 5 + 3 + 4 values (TransposeType the third).
     assert len(FILE.message_type) == 63 + 16 + 2
-    assert sum(len(m.field) for m in FILE.message_type) == 423 + 27 + 37 + 22 + 11 + 12 + 6 + 4
+    assert sum(len(m.field) for m in FILE.message_type) == 423 + 29 + 37 + 22 + 11 + 12 + 6 + 4
     enums = [e for _, e in _walk_enums()]
     assert len(enums) == 26 + 3
     assert sum(len(e.value) for e in enums) == 111 + 5 + 3 + 4

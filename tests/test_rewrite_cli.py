@@ -320,6 +320,9 @@ layer { name: "lstm" type: "LSTM" bottom: "x" bottom: "cont" top: "h"
         recurrent_param { num_output: 5 expose_hidden: false } }
 layer { name: "rnn" type: "RNN" bottom: "x" bottom: "cont" top: "o"
         recurrent_param { num_output: 3 } }
+layer { name: "gru" type: "GRU" bottom: "x" bottom: "cont" top: "gru_h"
+        recurrent_param { num_output: 3 linear_before_reset: 1 activations: "Sigmoid"
+                          activations: "TanH" } }
 layer { name: "fork" type: "Lstm" bottom: "seq" top: "fork"
         lstm_param { num_output: 2 batch_size: 2 } }
 layer { name: "unit_in" type: "Input" top: "c_prev" top: "gates" top: "unit_cont"

@@ -7,6 +7,7 @@ module."""
 
 from caffe_lstm.ops.recurrent import layers  # noqa: F401  registers LSTM, RNN, Lstm, LSTMSimple
 from caffe_lstm.ops.recurrent import apollo_unit  # noqa: F401  registers LstmUnit (apollocaffe)
+from caffe_lstm.ops.recurrent import gru  # noqa: F401  registers GRU (synopsys-caffe)
 from caffe_lstm.ops.recurrent.cell import (CAFFE_GATES, EXTENSION_FIELDS, PEEPHOLE_GATES,
                                            RECURRENT_ACTIVATIONS, LstmVariant, LstmWeights)
 from caffe_lstm.ops.recurrent.cont import ContReading, constant_value, read_cont

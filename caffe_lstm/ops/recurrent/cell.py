@@ -57,8 +57,26 @@ class LstmVariant:
 EXTENSION_FIELDS = tuple(f.name for f in fields(LstmVariant))
 
 
+class StaticInputWeights:
+    """What a recurrent layer's weights with Caffe's static input share: W_xc (G, I) and
+    W_xc_static (G, S) or None; other frameworks see x_static as columns joined to every x_t."""
+
+    w_xc: object
+    w_xc_static: object
+
+    @property
+    def static_size(self) -> int:
+        return 0 if self.w_xc_static is None else self.w_xc_static.shape[1]
+
+    def input_weights(self) -> np.ndarray:
+        """(G, I + S): W_xc with W_xc_static's columns appended (x_static joins every x_t)."""
+        if self.w_xc_static is None:
+            return self.w_xc
+        return np.concatenate([self.w_xc, self.w_xc_static], axis=1)
+
+
 @dataclass(frozen=True, eq=False)
-class LstmWeights:
+class LstmWeights(StaticInputWeights):
     """An LSTM's weights by role, as Caffe stores them (arrays, or the rewrite's weight Values);
     gate blocks i, f, o, g along every 4H axis. The one type the equations, the rewrite and the
     weight layouts share; each recurrent op maps its blobs to it (``roles``) and back
@@ -95,16 +113,6 @@ class LstmWeights:
         """The inverse of ``split``: the blobs that are set, in Caffe's LSTM order."""
         ordered = [self.w_xc, self.b_c, self.w_xc_static, self.w_hc, self.p, self.w_hr]
         return [blob for blob in ordered if blob is not None]
-
-    @property
-    def static_size(self) -> int:
-        return 0 if self.w_xc_static is None else self.w_xc_static.shape[1]
-
-    def input_weights(self) -> np.ndarray:
-        """(4H, I + S): W_xc with W_xc_static's columns appended (x_static joins every x_t)."""
-        if self.w_xc_static is None:
-            return self.w_xc
-        return np.concatenate([self.w_xc, self.w_xc_static], axis=1)
 
     @staticmethod
     def from_input_weights(w_x: np.ndarray, b_c: np.ndarray, w_hc: np.ndarray, static_size: int,

@@ -31,6 +31,7 @@ from caffe_lstm.ops.recurrent.equations import (as_float32, initial_state, proje
 from caffe_lstm.ops.recurrent.fork_rules import fork_view
 from caffe_lstm.ops.recurrent.rules import (check_stack, check_top_count, check_variant,
                                             has_static, is_one_level, lstm_states, num_layers,
+                                            one_state_tops,
                                             parse_recurrent, recurrent_layout,
                                             reject_extensions, state_widths, write_recurrent)
 from caffe_lstm.ops.registry import Op, RecurrentSpec, register_op
@@ -208,12 +209,7 @@ class RNN(RecurrentOp):
     @staticmethod
     def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
         steps, batch, _, _ = _rnn_layout(node, shapes)
-        hidden = node.attrs["num_output"]
-        if node.attrs["expose_hidden"]:
-            check_top_count(node, 2, "o, h_T")
-            return (steps, batch, hidden), (1, batch, hidden)
-        check_top_count(node, 1, "o", "h_T is a top only with expose_hidden")
-        return ((steps, batch, hidden),)
+        return one_state_tops(node, steps, batch, "o")
 
     @staticmethod
     def blobs(ctx, node: Node, *shapes: Shape) -> tuple[tuple[str, Shape], ...]:

@@ -83,7 +83,7 @@ def reject_extensions(node: Node) -> None:
     if fields_set:
         found = ", ".join(f"recurrent_param.{name}: {_prototxt(value)}"
                           for name, value in fields_set.items())
-        raise shape_error(node, f"{found} is set, but RNN has no cell variants",
+        raise shape_error(node, f"{found} is set, but {node.op} has no cell variants",
                           "the recurrent_param extension applies to LSTM only; remove the field")
 
 
@@ -146,6 +146,17 @@ def check_top_count(node: Node, expected: int, names: str, hint: str = "") -> No
     if len(node.outputs) != expected:
         raise shape_error(node, f"expected {expected} top(s) ({names}), found {len(node.outputs)}",
                           hint)
+
+
+def one_state_tops(node: Node, steps: int, batch: int, top: str) -> tuple[Shape, ...]:
+    """The tops of a layer carrying one H-wide state h (RNN, GRU): ``top`` (T, N, H), and
+    h_T (1, N, H) with expose_hidden."""
+    hidden = node.attrs["num_output"]
+    if node.attrs["expose_hidden"]:
+        check_top_count(node, 2, f"{top}, h_T")
+        return (steps, batch, hidden), (1, batch, hidden)
+    check_top_count(node, 1, top, "h_T is a top only with expose_hidden")
+    return ((steps, batch, hidden),)
 
 
 def _check_bottom_count(node: Node, n_found: int, states: tuple[str, ...]) -> None:
