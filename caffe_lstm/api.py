@@ -182,7 +182,7 @@ class Net:
         run by onnxruntime (``onnxruntime``; None: when it imports) and, with ``engine`` on
         a GPU, the engine. ``atol``, ``rtol``: None takes the default of the column's
         precision (``fp16``: float16 ones for the TensorRT columns). ``progress(phase, done,
-        total)``: told of the equations' run, as ``Net.run``. An output whose reference
+        total)``: told of each numpy run ("equations: layers", ...). An output whose reference
         carries no signal fails unless ``allow_no_signal``; ``locate``: a failing column is
         searched for the first layer that diverges. ``prepared``: from ``prepare`` (default:
         made here from ``inputs`` and ``seed``). Returns the report (``report.ok``)."""

@@ -62,8 +62,12 @@ def test_no_progress_off_a_terminal():
 
 def test_verify_and_export_show_progress_on_a_terminal(tmp_path):
     net, weights = sample("seq_classifier")
-    status, shown = run_on_terminal("verify", net, "-w", weights, "--no-trt")
-    assert status == 0 and "layers" in shown and "[####" in shown, shown
+    status, shown = run_on_terminal("verify", net, "-w", weights, "--no-trt", "--shape",
+                                    "data:200x1x8", "--shape", "cont:200x1")
+    assert status == 0 and "[####" in shown, shown
+    for phase in ("equations: layers", "rewritten graph: layers",
+                  "rewritten graph: __lstm1/loop: steps"):
+        assert phase in shown, phase
     status, shown = run_on_terminal("export", net, "-w", weights, "-o", tmp_path / "m.onnx")
     assert status == 0 and "layers" in shown and "wrote " in shown.split("\r")[-1], shown
 

@@ -25,6 +25,14 @@ T = TypeVar("T")
 Progress = Callable[[str, int, int], None]
 
 
+def labelled(progress: Progress | None, label: str) -> Progress | None:
+    """``progress`` telling its phases as ``<label>: <phase>`` (one of several runs); None
+    stays None."""
+    if progress is None:
+        return None
+    return lambda phase, done, total: progress(f"{label}: {phase}", done, total)
+
+
 class GraphWalker(ABC, Generic[T]):
     """A walk over a graph in node order; subclasses define ``visit`` and ``run_subgraph``."""
 

@@ -17,6 +17,7 @@ import numpy as np
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.compare import FLOAT16_TOLERANCE, FLOAT32_TOLERANCE, Tolerance
 from caffe_lstm.errors import CaffeLstmError, UnsupportedLayerError
+from caffe_lstm.ir.walk import Progress, labelled
 from caffe_lstm.ops import check_facet
 from caffe_lstm.options import DEFAULT_OPSET, Runtime
 from caffe_lstm.verification.prepared import Prepared
@@ -54,12 +55,14 @@ class Request:
     onnxruntime: bool | None = None
 
 
-def candidate_columns(prepared: Prepared, request: Request) -> list[tuple[Column, Run | None]]:
+def candidate_columns(prepared: Prepared, request: Request, progress: Progress | None = None
+                      ) -> list[tuple[Column, Run | None]]:
     """(column, run) per implementation, in the report's order; run None: not checked (the
-    column says why)."""
+    column says why). ``progress``: told of the numpy column's run."""
     numpy_column = Column("rewritten graph (numpy)", request.tolerances.of(False), "numpy")
     walk, engine = _tensorrt_columns(prepared, request)
-    return [(numpy_column, lambda: NumpyExecutor(prepared.rewritten).run(prepared.feeds)),
+    executor = NumpyExecutor(prepared.rewritten, labelled(progress, "rewritten graph"))
+    return [(numpy_column, lambda: executor.run(prepared.feeds)),
             walk, _onnx_column(prepared, request), engine]
 
 

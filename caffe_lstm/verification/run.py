@@ -10,7 +10,7 @@ import numpy as np
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.compare import compare_outputs, mark_sensitive, nudged_weights, signal_problem
 from caffe_lstm.ir.graph import Graph
-from caffe_lstm.ir.walk import Progress
+from caffe_lstm.ir.walk import Progress, labelled
 from caffe_lstm.verification.columns import Request, candidate_columns
 from caffe_lstm.verification.prepared import Prepared
 from caffe_lstm.verification.report import Column, Verification
@@ -24,18 +24,19 @@ def verify_prepared(prepared: Prepared, request: Request, *, allow_no_signal: bo
     tell a right candidate from a wrong one (``compare.signal_problem``, against inputs drawn
     again), ``sensitive`` when float32 rounding alone moves it beyond the tolerance; with
     ``locate``, each failing column is searched for the first layer that diverges.
-    ``progress``: told of the equations' run (``NumpyExecutor``).
+    ``progress``: told of each numpy run, its phases named after the run ("equations:
+    layers", "rewritten graph: __lstm1/loop: steps", ...).
     """
     from caffe_lstm.backends.tensorrt.cpu_walk import NotWalkableError
 
-    reference = prepared.reference(progress=progress)
+    reference = prepared.reference(progress=labelled(progress, "equations"))
     float32 = request.tolerances.of(False)
     report = Verification(float32.atol, float32.rtol, allow_no_signal=allow_no_signal)
     if request.fp16 and None in (request.tolerances.atol, request.tolerances.rtol):
         report.notes.append(f"fp16: the TensorRT columns use float16 tolerances "
                             f"({request.tolerances.of(True).describe()}); pass atol=, rtol= "
                             f"to choose others")
-    for column, run in candidate_columns(prepared, request):
+    for column, run in candidate_columns(prepared, request, progress):
         report.columns.append(column)
         if run is None:
             continue
@@ -46,10 +47,11 @@ def verify_prepared(prepared: Prepared, request: Request, *, allow_no_signal: bo
             continue
         column.rows = compare_outputs(reference, outputs, column.tolerance)
     checked = [column for column in report.columns if column.checked]
-    _mark_signal(prepared, reference, checked)
+    _mark_signal(prepared, reference, checked, labelled(progress, "equations, inputs redrawn"))
+    nudged = labelled(progress, "equations, weights nudged")
     mark_sensitive(checked, reference,
-                   lambda: NumpyExecutor(nudged_weights(prepared.graph)).run(prepared.feeds),
-                   report.notes)
+                   lambda: NumpyExecutor(nudged_weights(prepared.graph), nudged).run(
+                       prepared.feeds), report.notes)
     if locate and any(column.failed for column in checked):
         from caffe_lstm.verification.locate import locate_columns
 
@@ -58,13 +60,13 @@ def verify_prepared(prepared: Prepared, request: Request, *, allow_no_signal: bo
 
 
 def _mark_signal(prepared: Prepared, reference: Mapping[str, np.ndarray],
-                 columns: list[Column]) -> None:
+                 columns: list[Column], progress: Progress | None = None) -> None:
     """Each row gets ``no_signal``: why its output cannot catch a wrong candidate, or ""."""
     redrawn_feeds = prepared.redrawn_feeds()
     moved = {name for name, array in prepared.feeds.items()
              if name not in redrawn_feeds or not np.array_equal(array, redrawn_feeds[name])}
     reached = _reached_outputs(prepared.graph, moved)
-    redrawn = prepared.reference(redrawn_feeds) if reached else {}
+    redrawn = prepared.reference(redrawn_feeds, progress=progress) if reached else {}
     for column in columns:
         column.rows = [dataclasses.replace(row, no_signal=signal_problem(
             reference[row.name], redrawn.get(row.name) if row.name in reached else None,
