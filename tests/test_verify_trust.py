@@ -4,8 +4,8 @@ column not checked listed with its reason, float16 tolerances under --fp16, and 
 verify.
 
 The test net is of our own, like a public 3-D pose net: a deep CNN whose prototxt fillers are
-`gaussian std: 0.01`, then an LSTM. Its weights are written here: with those fillers as written
-(the signal shrinks to nothing) or scaled by each layer's fan-in (the signal keeps unit order).
+`gaussian std: 0.01`, then an LSTM, with `weights init --fillers` (those fillers as written: the
+signal shrinks to nothing) or `weights init` (each layer rescaled: the signal keeps unit order).
 """
 
 from __future__ import annotations
@@ -52,37 +52,20 @@ def _pose_like() -> str:
     return "\n".join(layers) + "\n"
 
 
-def _write_net(folder: Path, fillers: bool) -> tuple[Path, Path]:
-    """The prototxt and a caffemodel: the fillers as written (N(0, 0.01²), zero biases), or
-    N(0, 2/fan-in) weights (He's scaling, what keeps a ReLU stack's signal at unit order) and
-    small random biases."""
-    prototxt = folder / "pose_like.prototxt"
-    prototxt.write_text(_pose_like())
-    graph = caffe_lstm.load(prototxt).graph
-    rng = np.random.default_rng(0)
-    layers = []
-    for node in graph.nodes:
-        blobs = []
-        for value in node.weights:
-            shape = tuple(value.shape)
-            if len(shape) == 1:  # a bias
-                blobs.append(np.zeros(shape, np.float32) if fillers
-                             else rng.normal(0, 0.1, shape).astype(np.float32))
-                continue
-            std = 0.01 if fillers else np.sqrt(2.0 / np.prod(shape[1:]))
-            blobs.append(rng.normal(0, std, shape).astype(np.float32))
-        if blobs:
-            layers.append((node.name, node.op, blobs))
-    weights = folder / f"pose_like{'_fillers' if fillers else ''}.caffemodel"
-    write_caffemodel(weights, layers, net_name="pose_like")
-    return prototxt, weights
-
-
 @pytest.fixture(scope="module")
 def pose_like(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """The net with `weights init`'s weights (each layer's output at unit scale) and with
+    `weights init --fillers` (the prototxt's N(0, 0.01²) as written: the signal vanishes)."""
     folder = tmp_path_factory.mktemp("pose_like")
-    return {"fillers": _write_net(folder, fillers=True),
-            "scaled": _write_net(folder, fillers=False)}
+    prototxt = folder / "pose_like.prototxt"
+    prototxt.write_text(_pose_like())
+    nets = {}
+    for kind, flags in (("scaled", ()), ("fillers", ("--fillers",))):
+        weights = folder / f"{kind}.caffemodel"
+        made = run_cli("weights", "init", prototxt, "-o", weights, *flags)
+        assert made.returncode == 0, made.stderr
+        nets[kind] = (prototxt, weights)
+    return nets
 
 
 # ---- no verdict on no signal -------------------------------------------------------------------
