@@ -297,3 +297,22 @@ def test_verify_rewrites_the_net_once(monkeypatch, pose_like):
     assert len(calls) == 1
     assert not net.verify(atol=0, rtol=0, prepared=prepared).ok
     assert len(calls) == 1
+
+
+def test_an_fp16_engine_is_held_to_float16_tolerances(tmp_path):
+    """An engine whose build facts (MODEL.engine.json) say fp16 gets float16 tolerances even
+    without fp16=True: its column would otherwise fail on float16's rounding alone."""
+    from caffe_lstm.analysis.build_facts import BuildFacts, write_sidecar
+    from caffe_lstm.backends.tensorrt.runtime import has_gpu
+
+    if has_gpu():
+        pytest.skip("this machine has a GPU: the engine would run")
+    net, weights = sample("seq_classifier")
+    engine = tmp_path / "x.engine"
+    engine.write_bytes(b"never read without a GPU")
+    write_sidecar(tmp_path / "x.engine.json", BuildFacts("zero", net.name, "", weights.name, "",
+                                                         fp16=True))
+    columns = {c.kind: c for c in caffe_lstm.load(net, weights).verify(
+        engine=engine, tensorrt=False, onnxruntime=False).columns}
+    assert columns["engine"].tolerance.describe() == "atol 0.002·max|ref|, rtol 0.005"
+    assert columns["numpy"].tolerance.describe() == "atol 1e-05, rtol 0.0001"

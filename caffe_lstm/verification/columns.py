@@ -73,7 +73,7 @@ def _tensorrt_columns(prepared: Prepared, request: Request) -> list[tuple[Column
     tolerances = request.tolerances.of(request.fp16)
     engine = request.engine
     engine_column = Column(f"engine {engine.name} (GPU)" if engine else "engine (GPU)",
-                           tolerances, "engine")
+                           request.tolerances.of(request.fp16 or _built_fp16(engine)), "engine")
     walk = Column(f"TensorRT network, {'fp16' if request.fp16 else 'fp32'} (CPU walk)",
                   tolerances, "tensorrt")
     runtime = load_runtime_if_any(request.runtime.value) if (request.tensorrt or engine) else None
@@ -103,6 +103,14 @@ def _tensorrt_columns(prepared: Prepared, request: Request) -> list[tuple[Column
     return [(walk, lambda: evaluate_emitted(runtime, prepared.rewritten, prepared.feeds,
                                             request.fp16)),
             (engine_column, engine_run)]
+
+
+def _built_fp16(engine: Path | None) -> bool:
+    """Whether the engine's build facts (its sidecar) say it computes in float16."""
+    from caffe_lstm.analysis.build_facts import read_sidecar
+
+    facts = read_sidecar(engine) if engine is not None else None
+    return facts is not None and facts.fp16
 
 
 def _onnx_column(prepared: Prepared, request: Request) -> tuple[Column, Run | None]:
