@@ -54,13 +54,13 @@ def test_bench_prints_its_table_and_json_for_the_samples(invoke, name, backend):
 
 
 def test_bench_times_the_runs_themselves(invoke):
-    """100 times the steps take longer, per run, than the short sequence's slowest run; the
-    shapes given are the shapes timed."""
+    """100 times the steps take well over 5 times as long (fastest runs compared: noise only
+    slows a run down); the shapes given are the shapes timed."""
     net, weights = SEQ
     short, long = (_timing(invoke, net, "-w", weights, "--iterations", 3, "--shape",
                            f"data:{t}x2x8", "--shape", f"cont:{t}x2") for t in (2, 200))
     assert long["inputs"] == {"data": [200, 2, 8], "cont": [200, 2]}
-    assert long["latency_ms"]["min"] > short["latency_ms"]["max"]
+    assert long["latency_ms"]["min"] > 5 * short["latency_ms"]["min"]
 
 
 def test_bench_an_exported_onnx_model_takes_its_state_and_given_inputs(invoke, tmp_path):
