@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -174,6 +174,8 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     outputs = ctx.walk(graph, [v.name for v in graph.inputs])
     outputs = [_as_output(ctx, value.name, name)
                for value, name in zip(graph.outputs, outputs)]
+    tune_scans(onnx, ctx.parts.nodes, ctx.parts.initializers,  # scan_tuning.py
+               _weight_arrays(onnx, ctx.parts.initializers, ctx.streamed))
     _drop_unread(ctx.parts, ctx.streamed, outputs)
     helper = onnx.helper
     proto = helper.make_graph(
@@ -181,11 +183,23 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
         [ctx.tensor_info(v.name, v) for v in graph.inputs],
         [ctx.tensor_info(name, value) for value, name in zip(graph.outputs, outputs)],
         initializer=ctx.parts.initializers)
-    tune_scans(onnx, proto)  # fewer nodes per step for onnxruntime (scan_tuning.py)
     opsets = [helper.make_opsetid("", opset)]
     model = helper.make_model(proto, opset_imports=opsets, producer_name=producer)
     model.ir_version = helper.find_min_ir_version_for(opsets)
     return model, ctx.streamed
+
+
+def _weight_arrays(onnx: Any, initializers: list[Any], streamed: list[Streamed]
+                   ) -> Callable[[str], np.ndarray | None]:
+    """name -> the array of a main-graph initializer, streamed or in the model, or None."""
+    tensors = {tensor.name: tensor for tensor in initializers}
+    arrays = {item.header.name: item for item in streamed}
+
+    def weight(name: str) -> np.ndarray | None:
+        if name in arrays:
+            return np.asarray(arrays[name].array).reshape(tuple(arrays[name].header.dims))
+        return onnx.numpy_helper.to_array(tensors[name]) if name in tensors else None
+    return weight
 
 
 def _drop_unread(parts: OnnxGraphParts, streamed: list[Streamed], outputs: Sequence[str]
