@@ -1,7 +1,7 @@
 """The CPU runtimes side by side: caffe-lstm's numpy executor and ONNX export against
 onnxruntime's own LSTM operator, torch.nn.LSTM and a hand-written numpy loop.
 
-    PYTHONPATH=. python benchmarks/cpu_runtimes.py [--repeats N] [--quick]
+    PYTHONPATH=. python benchmarks/cpu_runtimes.py [--repeats N] [--threads K] [--quick]
 
 Three shapes, each an LSTM stack whose cont comes from a ``ContinuationIndicator`` (0 at t = 0,
 then 1), so that every runtime below computes exactly Caffe's layer:
@@ -32,7 +32,9 @@ all the shape's products would take at that rate.
 
 Printed ratios (the targets of issue 25): ``numpy / hand numpy`` (≤ 1.3 on 2-layer),
 ``ort scan / ort native`` (≤ 1.5 on long, ≤ 1.1 on the others), ``ort scan / torch`` (≤ 1.2),
-``ort auto / ort native`` (≈ 1). ``--quick`` uses tiny shapes: a smoke test of the script.
+``ort auto / ort native`` (≈ 1). ``--threads K`` gives onnxruntime (intra-op) and torch K
+threads instead of their defaults (on a machine others load, one thread each compares the
+runtimes' own work). ``--quick`` uses tiny shapes: a smoke test of the script.
 """
 
 from __future__ import annotations
@@ -73,14 +75,20 @@ def prototxt(T: int, N: int, I: int, H: int, layers: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="onnxruntime's and torch's threads (0: their defaults)")
     parser.add_argument("--quick", action="store_true", help="tiny shapes; a smoke test")
     args = parser.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as folder:
         for name, dims in (QUICK_SHAPES if args.quick else SHAPES).items():
-            measure(Path(folder), name, dims, 1 if args.quick else args.repeats)
+            measure(Path(folder), name, dims, 1 if args.quick else args.repeats, args.threads)
 
 
-def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int) -> None:
+def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int, threads: int) -> None:
     T, N, I, H, layers = dims
     net_path, weights_path = folder / f"{layers}x{T}.prototxt", folder / f"{layers}x{T}.caffemodel"
     net_path.write_text(prototxt(*dims))
@@ -89,7 +97,7 @@ def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int) -> Non
     x = np.random.default_rng(1).normal(size=(T, N, I)).astype(np.float32)
     blobs = [[np.array(v.data) for v in net.graph.node(f"lstm{k}").weights]
              for k in range(1, layers + 1)]  # aligned copies: W_xc, b_c, W_hc per layer
-    runs = runners(net, blobs, x)
+    runs = runners(net, blobs, x, threads)
     times: dict[str, list[float]] = {runtime: [] for runtime in runs}
     outputs: dict[str, np.ndarray] = {}
     for _ in range(repeats + 1):  # the first round warms up (sessions, aligned copies, pages)
@@ -113,7 +121,8 @@ def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int) -> Non
         print(f"{name}: {top} / {bottom} = {best[top] / best[bottom]:.3f}")
 
 
-def runners(net, blobs: list[list[np.ndarray]], x: np.ndarray) -> dict[str, Callable]:
+def runners(net, blobs: list[list[np.ndarray]], x: np.ndarray, threads: int
+            ) -> dict[str, Callable]:
     """One callable per runtime, each returning the last layer's (T, N, H) output."""
     import onnxruntime as ort
 
@@ -125,6 +134,7 @@ def runners(net, blobs: list[list[np.ndarray]], x: np.ndarray) -> dict[str, Call
     def session(model: bytes) -> Callable:
         options = ort.SessionOptions()
         options.log_severity_level = 3  # what run --backend onnxruntime sets, nothing more
+        options.intra_op_num_threads = threads  # 0: onnxruntime's default
         sess = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         return lambda: sess.run(None, feeds)[0]
 
