@@ -115,8 +115,9 @@ def test_stacked_lstms(invoke, tmp_path):
 
 def test_the_scan_body_runs_only_per_step_work(invoke, tmp_path):
     """The LSTM step under onnxruntime: no loop invariant (the recurrent weight is the body's
-    own initializer, transposed, which onnxruntime packs once), cont_t arrives shaped (1, N, 1) and is read by both state
-    Muls, the gate sum is an Add; the model still computes Caffe's resets."""
+    own initializer, transposed, which onnxruntime packs once), cont_t arrives shaped
+    (1, N, 1) and is read by both state Muls, the gate sum is an Add; the model still
+    computes Caffe's resets."""
     T, N, I, H = 7, 3, 4, 5
     net, weights = synthetic_files(tmp_path, variant_net(T, N, I, H, {}), seed=5)
     rng = np.random.default_rng(5)
