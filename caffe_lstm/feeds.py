@@ -11,11 +11,12 @@ from caffe_lstm.analysis.shapes import infer_shapes
 from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ops.recurrent import read_cont
+from caffe_lstm.ops.roi import reads_rois
 
 
 def random_feeds(graph: Graph, seed: int) -> dict[str, np.ndarray]:
-    """Seeded inputs: cont is 0 at t = 0 and 1 after, Embed indices are valid, PSROIPooling
-    rois lie on their batch's image, others N(0, 1)."""
+    """Seeded inputs: cont is 0 at t = 0 and 1 after, Embed indices are valid, the rois of
+    PSROIPooling and ROIPooling lie on their batch's image, others N(0, 1)."""
     check_memory(graph)  # before the arrays exist
     rng = np.random.default_rng(seed)
     return {value.name: _random_input(graph, value, rng) for value in graph.inputs}
@@ -30,13 +31,13 @@ def _random_input(graph: Graph, value: Value, rng: np.random.Generator) -> np.nd
     for node in graph.users(value):
         if node.op == "Embed":
             return rng.integers(0, node.attrs["input_dim"], size=shape).astype(np.float32)
-        if node.op == "PSROIPooling" and node.inputs[1] is value:
+        if reads_rois(node, value):
             return _random_rois(node, shape, rng)
     return rng.standard_normal(shape).astype(np.float32)
 
 
 def _random_rois(node: Node, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Rows (batch index, x1, y1, x2, y2): an image of the score maps' batch, corners ordered
+    """Rows (batch index, x1, y1, x2, y2): an image of the feature maps' batch, corners ordered
     within the image the maps cover (their size / spatial_scale)."""
     maps = node.inputs[0].shape
     count = shape[0] if shape else 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import math
 import os
 import subprocess
 import sys
@@ -808,6 +809,47 @@ def curve_text_convert(x):
                 top[wv * samples * dims + sv * dims + dv] = \
                     bottom[sv * dims * width + dv * width + wv]
     return top.reshape(width, samples, dims), cont.reshape(width, samples)
+
+
+def fast_rcnn_roi_pooling(x, rois, pooled_h, pooled_w, spatial_scale):
+    """rbgirshick/caffe-fast-rcnn@4c85442 ROIPoolingLayer::Forward_cpu, scalar loops as there:
+    top starts at -FLT_MAX; per roi int(rois[0]) and round(x1..y2 · spatial_scale) (C's round of
+    the float product: halves away from zero), roi size max(end − start + 1, 1), bin size
+    float(size) / pooled; per bin [floor(p·bin), ceil((p + 1)·bin)) + start clipped to the map;
+    an empty bin is 0; a pixel replaces the bin's value when it is greater."""
+    def c_round(v):
+        magnitude = abs(float(v))
+        whole = math.floor(magnitude)
+        rounded = whole + 1 if magnitude - whole >= 0.5 else whole
+        return int(math.copysign(rounded, float(v)))
+
+    scale = np.float32(spatial_scale)
+    _, channels, height, width = x.shape
+    top = np.full((len(rois), channels, pooled_h, pooled_w), -np.finfo(np.float32).max,
+                  np.float32)
+    for n, roi in enumerate(np.asarray(rois, np.float32).reshape(-1, 5)):
+        batch = int(roi[0])
+        start_w, start_h, end_w, end_h = (c_round(roi[k] * scale) for k in (1, 2, 3, 4))
+        bin_h = np.float32(max(end_h - start_h + 1, 1)) / np.float32(pooled_h)
+        bin_w = np.float32(max(end_w - start_w + 1, 1)) / np.float32(pooled_w)
+        for c in range(channels):
+            for ph in range(pooled_h):
+                for pw in range(pooled_w):
+                    hstart = math.floor(np.float32(ph) * bin_h)
+                    wstart = math.floor(np.float32(pw) * bin_w)
+                    hend = math.ceil(np.float32(ph + 1) * bin_h)
+                    wend = math.ceil(np.float32(pw + 1) * bin_w)
+                    hstart = min(max(hstart + start_h, 0), height)
+                    hend = min(max(hend + start_h, 0), height)
+                    wstart = min(max(wstart + start_w, 0), width)
+                    wend = min(max(wend + start_w, 0), width)
+                    if hend <= hstart or wend <= wstart:
+                        top[n, c, ph, pw] = 0
+                    for h in range(hstart, hend):
+                        for w in range(wstart, wend):
+                            if x[batch, c, h, w] > top[n, c, ph, pw]:
+                                top[n, c, ph, pw] = x[batch, c, h, w]
+    return top
 
 
 def charleen_transpose(x, transposetype, batch_size=1, local_connected_num=8, height=77):

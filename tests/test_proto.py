@@ -42,6 +42,7 @@ ADDED_MESSAGES = {
     "LstmUnitParameter",
     "ZerosDataParameter",
     "CaptionInputParameter",
+    "ROIPoolingParameter",
     # Our Loop layer (Part D).
     "LoopParameter",
     "LoopState",
@@ -65,6 +66,7 @@ ADDED_FIELDS = {
     ("LayerParameter", "lstm_unit_param"): 8266744,
     ("LayerParameter", "zeros_data_param"): 8266745,
     ("LayerParameter", "caption_input_param"): 8266746,
+    ("LayerParameter", "roi_pooling_param"): 8266747,   # Fast R-CNN: 8266711 (lstm_param's)
     # Our recurrent extension (Part C).
     ("RecurrentParameter", "candidate_activation"): 1001,
     ("RecurrentParameter", "cell_activation"): 1002,
@@ -175,12 +177,13 @@ def test_master_counts_match_upstream():
 
 
 def test_total_counts():
-    # Master + additions: 16 fork messages with 37 + 22 + 11 + 12 fields (Interp 6,
+    # Master + additions: 17 fork messages with 37 + 22 + 11 + 12 + 3 fields (Interp 6,
     # SpatialTransformer 11, Repeat 2, PSROIPooling 3; LSTMSimple 6, LstmUnit 5; Transpose's
-    # grid modes 4, ZerosData 1, CaptionInput 7), 2 Loop messages with 6 + 4 fields, 29 added
-    # fields, 3 enums with 5 + 3 + 4 values (TransposeType the third).
-    assert len(FILE.message_type) == 63 + 16 + 2
-    assert sum(len(m.field) for m in FILE.message_type) == 423 + 29 + 37 + 22 + 11 + 12 + 6 + 4
+    # grid modes 4, ZerosData 1, CaptionInput 7; ROIPooling 3), 2 Loop messages with 6 + 4
+    # fields, 30 added fields, 3 enums with 5 + 3 + 4 values (TransposeType the third).
+    assert len(FILE.message_type) == 63 + 17 + 2
+    assert sum(len(m.field) for m in FILE.message_type) == (423 + 30 + 37 + 22 + 11 + 12 + 3
+                                                            + 6 + 4)
     enums = [e for _, e in _walk_enums()]
     assert len(enums) == 26 + 3
     assert sum(len(e.value) for e in enums) == 111 + 5 + 3 + 4
@@ -328,6 +331,9 @@ def test_enums():
         ("RepeatParameter", "axis", 2, "1"),
         ("PSROIPoolingParameter", "spatial_scale", 1, None),
         ("PSROIPoolingParameter", "group_size", 3, None),
+        ("ROIPoolingParameter", "pooled_h", 1, "0"),       # Fast R-CNN's numbers and defaults
+        ("ROIPoolingParameter", "pooled_w", 2, "0"),
+        ("ROIPoolingParameter", "spatial_scale", 3, "1"),
         ("LSTMSimpleParameter", "num_output", 1, None),
         ("LSTMSimpleParameter", "batch_size", 5, "1"),
         ("LSTMSimpleParameter", "enable_clockwork_forgetgate_bias", 6, "false"),
@@ -362,6 +368,7 @@ def test_fork_layer_fields_use_their_messages():
         "st_param": "SpatialTransformerParameter",
         "repeat_param": "RepeatParameter",
         "psroi_pooling_param": "PSROIPoolingParameter",
+        "roi_pooling_param": "ROIPoolingParameter",
         "lstm_simple_param": "LSTMSimpleParameter",
         "lstm_unit_param": "LstmUnitParameter",
     }

@@ -398,6 +398,9 @@ layer { name: "flat" type: "Reshape" bottom: "img" top: "flat"
 layer { name: "caption" type: "CaptionInput" bottom: "flat" bottom: "flat" top: "caption"
         caption_input_param { hidden_size: 3 image_size: 72 vocabulary_size: 5
                               sequence_len: 72 } }
+layer { name: "boxes" type: "Input" top: "boxes" input_param { shape { dim: 3 dim: 5 } } }
+layer { name: "roipool" type: "ROIPooling" bottom: "conv" bottom: "boxes" top: "roipool"
+        roi_pooling_param { pooled_h: 2 pooled_w: 3 spatial_scale: 0.25 } }
 layer { name: "dense" type: "DenseBlock" bottom: "conv" top: "dense"
         denseblock_param { numTransition: 2 initChannel: 4 growthRate: 3 use_BC: true
                            use_dropout: true dropout_amount: 0.2 } }

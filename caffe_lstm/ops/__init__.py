@@ -25,7 +25,7 @@ from caffe_lstm.ops import ctc  # noqa: F401  CTCGreedyDecoder (caffe_ocr)
 from caffe_lstm.ops import dense_block  # noqa: F401  DenseBlock (caffe_ocr)
 # resample: Interp (DeepLab v2), SpatialTransformer (STN forks)
 from caffe_lstm.ops import resample  # noqa: F401
-from caffe_lstm.ops import roi  # noqa: F401  PSROIPooling (R-FCN)
+from caffe_lstm.ops import roi  # noqa: F401  PSROIPooling (R-FCN), ROIPooling (Fast R-CNN)
 from caffe_lstm.ops import repeat  # noqa: F401  Repeat (christopher5106/last_caffe_with_stn)
 from caffe_lstm.ops import python_layer  # noqa: F401  Python (Caffe's, through a pycaffe shim)
 # The step API (docs/ops.md): a recurrent type writes one time step, the Loop is built from it.
