@@ -32,7 +32,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine, create_network, emit
-from caffe_lstm.backends.tensorrt.runtime import Runtime, load_runtime, logger
+from caffe_lstm.backends.tensorrt.runtime import LoadedRuntime, load_runtime, logger
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.passes import run_passes
 from engine_size_vs_T import FULL, QUICK, Dims, write_net
@@ -132,7 +132,7 @@ def build_plan(builder, network) -> tuple[float, int]:
     return elapsed, len(bytes(plan))
 
 
-def caffe_lstm_once(runtime: Runtime, prototxt: Path, caffemodel: Path) -> tuple[float, float,
+def caffe_lstm_once(runtime: LoadedRuntime, prototxt: Path, caffemodel: Path) -> tuple[float, float,
                                                                                    int, int]:
     """Construct (load, rewrite, emit) and build seconds, plan size, network layer count."""
     started = time.perf_counter()
@@ -144,7 +144,7 @@ def caffe_lstm_once(runtime: Runtime, prototxt: Path, caffemodel: Path) -> tuple
     return construct, build, size, network.num_layers
 
 
-def onnx_parser_once(runtime: Runtime, model_path: Path) -> tuple[float, float, int, int]:
+def onnx_parser_once(runtime: LoadedRuntime, model_path: Path) -> tuple[float, float, int, int]:
     """Construct (read the file, parse) and build seconds, plan size, network layer count."""
     trt = runtime.trt
     started = time.perf_counter()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine
-from caffe_lstm.backends.tensorrt.runtime import Runtime, load_runtime
+from caffe_lstm.backends.tensorrt.runtime import LoadedRuntime, load_runtime
 from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import load_net
 from caffe_lstm.ir.graph import Graph
@@ -88,7 +88,8 @@ def dynamic_time(t: int, d: Dims) -> dict:
             "cont": ((1, d.n), (t, d.n), (t, d.n))}
 
 
-def timed_build(runtime: Runtime, graph: Graph, shapes: dict | None = None) -> tuple[float, int]:
+def timed_build(runtime: LoadedRuntime, graph: Graph,
+                shapes: dict | None = None) -> tuple[float, int]:
     """Seconds spent in build_engine and the plan size in bytes."""
     started = time.perf_counter()
     plan = build_engine(runtime, graph, BuildOptions(shapes=shapes or {}))
@@ -109,7 +110,7 @@ class Row:
         return statistics.median(self.seconds)
 
 
-def measure(runtime: Runtime, directory: Path, form: str, ts: tuple[int, ...], d: Dims,
+def measure(runtime: LoadedRuntime, directory: Path, form: str, ts: tuple[int, ...], d: Dims,
             repeats: int) -> list[Row]:
     """One row per T: ``repeats`` rounds that build every T in turn (so that a slow spell of
     the machine hits all of them), each build from a freshly loaded and rewritten graph."""

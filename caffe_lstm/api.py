@@ -245,7 +245,7 @@ class Net:
         from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
         route = Route.parse(via, "via")
-        trt_runtime = load_runtime(Runtime.parse(runtime, "runtime").value)
+        trt_runtime = load_runtime(runtime)
         self._require_weights("build an engine")
         net = self._stated(state)
         profiles = checked_profiles(net.graph, shapes)
@@ -420,7 +420,7 @@ def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,
     from caffe_lstm.backends.tensorrt.engine import run_engine as run
     from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
-    return run(load_runtime(Runtime.parse(runtime, "runtime").value), engine, inputs)
+    return run(load_runtime(runtime), engine, inputs)
 
 
 def build_facts(model: str | Path) -> BuildFacts:

@@ -164,7 +164,7 @@ def _time_engine(engine: Path, feeds: dict[str, np.ndarray], runtime: Runtime,
     from caffe_lstm.backends.tensorrt.engine import engine_session
     from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
-    with engine_session(load_runtime(runtime.value), engine) as infer:
+    with engine_session(load_runtime(runtime), engine) as infer:
         return _timed("tensorrt", f"engine {engine.name}", shapes, lambda: infer(feeds),
                       iterations, warmup)
 

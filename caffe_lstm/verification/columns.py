@@ -76,7 +76,7 @@ def _tensorrt_columns(prepared: Prepared, request: Request) -> list[tuple[Column
                            request.tolerances.of(request.fp16 or _built_fp16(engine)), "engine")
     walk = Column(f"TensorRT network, {'fp16' if request.fp16 else 'fp32'} (CPU walk)",
                   tolerances, "tensorrt")
-    runtime = load_runtime_if_any(request.runtime.value) if (request.tensorrt or engine) else None
+    runtime = load_runtime_if_any(request.runtime) if (request.tensorrt or engine) else None
     if runtime is None:
         missing = ("no TensorRT runtime is installed (pip install 'caffe-lstm[rtx]' walks the "
                    "network without a GPU)")

@@ -67,7 +67,7 @@ def trace_tensorrt(prepared: Prepared, request: Request) -> Trace:
             else:
                 trace.steps[name].append(np.asarray(array, np.float32))
 
-    evaluate_emitted(load_runtime(request.runtime.value), prepared.rewritten, prepared.feeds,
+    evaluate_emitted(load_runtime(request.runtime), prepared.rewritten, prepared.feeds,
                      request.fp16, observe)
     return trace
 

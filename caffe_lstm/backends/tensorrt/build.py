@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 
 from caffe_lstm.backends.tensorrt.context import EmitContext
 from caffe_lstm.backends.tensorrt.emitter import emit_network
-from caffe_lstm.backends.tensorrt.runtime import Runtime, logger
+from caffe_lstm.backends.tensorrt.runtime import LoadedRuntime, logger
 from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Graph
 
@@ -30,7 +30,7 @@ class BuildOptions:
     progress: Callable[[str, int, int], None] | None = None
 
 
-def create_network(runtime: Runtime, verbosity: int = 0) -> tuple[Any, Any]:
+def create_network(runtime: LoadedRuntime, verbosity: int = 0) -> tuple[Any, Any]:
     """A builder and an empty strongly typed network (explicit fp16 casts, as TRT 11 and RTX
     require)."""
     trt = runtime.trt
@@ -39,7 +39,8 @@ def create_network(runtime: Runtime, verbosity: int = 0) -> tuple[Any, Any]:
     return builder, builder.create_network(flags)
 
 
-def emit(runtime: Runtime, graph: Graph, options: BuildOptions) -> tuple[Any, Any, EmitContext]:
+def emit(runtime: LoadedRuntime, graph: Graph, options: BuildOptions
+         ) -> tuple[Any, Any, EmitContext]:
     """The builder, the filled network and the emission context (which keeps weights alive)."""
     builder, network = create_network(runtime, options.verbosity)
     errors = logger(runtime, options.verbosity).errors
@@ -49,7 +50,7 @@ def emit(runtime: Runtime, graph: Graph, options: BuildOptions) -> tuple[Any, An
     return builder, network, ctx
 
 
-def build_engine(runtime: Runtime, graph: Graph, options: BuildOptions) -> bytes:
+def build_engine(runtime: LoadedRuntime, graph: Graph, options: BuildOptions) -> bytes:
     """The serialized engine (plan) of ``graph``.
 
     Raises:
@@ -61,7 +62,7 @@ def build_engine(runtime: Runtime, graph: Graph, options: BuildOptions) -> bytes
     return plan
 
 
-def serialize(runtime: Runtime, builder: Any, network: Any, options: BuildOptions) -> bytes:
+def serialize(runtime: LoadedRuntime, builder: Any, network: Any, options: BuildOptions) -> bytes:
     """Builds a filled ``network`` into a plan: the optimization profile of ``options.shapes``,
     progress reports, and TensorRT's last error as the one-line message of a failure.
 

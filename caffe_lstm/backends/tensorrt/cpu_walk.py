@@ -8,7 +8,7 @@ import numpy as np
 
 from caffe_lstm.backends.tensorrt.build import BuildOptions, emit
 from caffe_lstm.backends.tensorrt.network_eval import NotModeledError, Observer, evaluate_network
-from caffe_lstm.backends.tensorrt.runtime import Runtime
+from caffe_lstm.backends.tensorrt.runtime import LoadedRuntime
 from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Graph
 
@@ -18,7 +18,7 @@ class NotWalkableError(UnsupportedLayerError):
     cannot be computed here (the network itself may be fine)."""
 
 
-def evaluate_emitted(runtime: Runtime, graph: Graph, feeds: Mapping[str, np.ndarray],
+def evaluate_emitted(runtime: LoadedRuntime, graph: Graph, feeds: Mapping[str, np.ndarray],
                      fp16: bool, observe: Observer | None = None) -> dict[str, np.ndarray]:
     """The network emitted for ``graph`` evaluated with numpy, walked through the TensorRT
     API; the outputs as float32. ``observe`` sees every tensor (``network_eval.Observer``).

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from caffe_lstm.backends.tensorrt.runtime import (BackendUnavailableError, Runtime, has_gpu,
+from caffe_lstm.backends.tensorrt.runtime import (BackendUnavailableError, LoadedRuntime, has_gpu,
                                                   logger)
 from caffe_lstm.errors import CaffeLstmError, ModelLoadError
 
 _INSTALL = "pip install 'caffe-lstm[gpu]'"
 
-#: The module name Polygraphy imports, by ``Runtime.is_rtx`` (polygraphy/mod/trt_importer.py).
+#: The module name Polygraphy imports, by ``LoadedRuntime.is_rtx`` (polygraphy/mod/trt_importer.py).
 _POLYGRAPHY_TRT = {False: "tensorrt", True: "tensorrt_rtx"}
 
 #: An engine input's shape, None for its dynamic dimensions.
@@ -37,7 +37,7 @@ class EngineRunError(CaffeLstmError):
 Infer = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 
 
-def run_engine(runtime: Runtime, engine_path: str | Path,
+def run_engine(runtime: LoadedRuntime, engine_path: str | Path,
                feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Runs the engine once on ``feeds`` (by input name); returns every output as float32.
 
@@ -54,7 +54,7 @@ def run_engine(runtime: Runtime, engine_path: str | Path,
 
 
 @contextlib.contextmanager
-def engine_session(runtime: Runtime, engine_path: str | Path) -> Iterator[Infer]:
+def engine_session(runtime: LoadedRuntime, engine_path: str | Path) -> Iterator[Infer]:
     """The engine loaded on the GPU once, for many inferences (what ``run_engine`` does once,
     and a benchmark many times); raises as ``run_engine``."""
     where = str(engine_path)
@@ -82,7 +82,7 @@ def engine_session(runtime: Runtime, engine_path: str | Path) -> Iterator[Infer]
             yield lambda feeds: _infer(runtime, runner, declared, feeds, where)
 
 
-def _import_polygraphy(runtime: Runtime, where: str) -> None:
+def _import_polygraphy(runtime: LoadedRuntime, where: str) -> None:
     """Imports Polygraphy's TensorRT backend, set up for ``runtime``'s module."""
     _select_module(runtime)
     try:
@@ -101,7 +101,7 @@ def _import_polygraphy(runtime: Runtime, where: str) -> None:
             where, "run engines of one runtime per process")
 
 
-def _select_module(runtime: Runtime) -> None:
+def _select_module(runtime: LoadedRuntime) -> None:
     """Points Polygraphy at ``runtime.trt`` before it imports a TensorRT module.
 
     Polygraphy imports ``tensorrt``, or ``tensorrt_rtx`` when POLYGRAPHY_USE_TENSORRT_RTX is
@@ -128,7 +128,7 @@ def _load_cuda(where: str) -> None:
             f"{_INSTALL}, or put the CUDA toolkit's lib64 on LD_LIBRARY_PATH") from None
 
 
-def _deserialize(runtime: Runtime, trt_runtime: Any, path: str | Path) -> Any:
+def _deserialize(runtime: LoadedRuntime, trt_runtime: Any, path: str | Path) -> Any:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -144,7 +144,7 @@ def _deserialize(runtime: Runtime, trt_runtime: Any, path: str | Path) -> Any:
     return engine
 
 
-def _infer(runtime: Runtime, runner: Any, declared: Mapping[str, Shape],
+def _infer(runtime: LoadedRuntime, runner: Any, declared: Mapping[str, Shape],
            feeds: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
     """One inference with an active TrtRunner; the outputs copied to float32 host arrays."""
     with _engine_errors(runtime, where):
@@ -154,7 +154,7 @@ def _infer(runtime: Runtime, runner: Any, declared: Mapping[str, Shape],
 
 
 @contextlib.contextmanager
-def _engine_errors(runtime: Runtime, where: str) -> Iterator[None]:
+def _engine_errors(runtime: LoadedRuntime, where: str) -> Iterator[None]:
     """Polygraphy's failures as one EngineRunError line."""
     from polygraphy.exception import PolygraphyException
 

@@ -13,7 +13,7 @@ from typing import Any
 from caffe_lstm.backends.onnx.exporter import build_model, check_opset
 from caffe_lstm.backends.tensorrt.build import (BuildOptions, EngineBuildError,
                                                 create_network, serialize)
-from caffe_lstm.backends.tensorrt.runtime import Runtime, logger
+from caffe_lstm.backends.tensorrt.runtime import LoadedRuntime, logger
 from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Graph
 
@@ -22,7 +22,7 @@ class OnnxParseError(EngineBuildError):
     """TensorRT's ONNX parser refused the exported model."""
 
 
-def parse_onnx(runtime: Runtime, model: bytes, verbosity: int = 0) -> tuple[Any, Any, Any]:
+def parse_onnx(runtime: LoadedRuntime, model: bytes, verbosity: int = 0) -> tuple[Any, Any, Any]:
     """The builder, the network TensorRT's ``OnnxParser`` fills from ``model`` (serialized ONNX),
     and the parser (which must outlive the network's use: it owns the weights).
 
@@ -39,7 +39,7 @@ def parse_onnx(runtime: Runtime, model: bytes, verbosity: int = 0) -> tuple[Any,
     return builder, network, parser
 
 
-def build_from_onnx(runtime: Runtime, model: bytes, options: BuildOptions) -> bytes:
+def build_from_onnx(runtime: LoadedRuntime, model: bytes, options: BuildOptions) -> bytes:
     """The serialized engine of the ONNX ``model``, parsed by TensorRT.
 
     The model carries the precision (fp16 as explicit casts, since the network is strongly
@@ -54,7 +54,7 @@ def build_from_onnx(runtime: Runtime, model: bytes, options: BuildOptions) -> by
     return plan
 
 
-def build_through_onnx(runtime: Runtime, graph: Graph, options: BuildOptions,
+def build_through_onnx(runtime: LoadedRuntime, graph: Graph, options: BuildOptions,
                        opset: int) -> bytes:
     """The engine of the rewritten ``graph`` exported to ONNX (``opset``, the options' shape
     ranges as symbolic dims) and parsed by TensorRT; float32 only for now (the exported model

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.options import Runtime
 
 #: runtime choice (``options.Runtime``) -> Python module name.
 MODULES = {"tensorrt": "tensorrt", "tensorrt-rtx": "tensorrt_rtx_bindings"}
@@ -24,8 +25,8 @@ class BackendUnavailableError(CaffeLstmError):
 
 
 @dataclass(frozen=True)
-class Runtime:
-    """An imported runtime: its name (``options.Runtime``) and its module."""
+class LoadedRuntime:
+    """An imported runtime: its name (an ``options.Runtime`` value) and its module."""
 
     name: str
     trt: ModuleType
@@ -42,28 +43,29 @@ def has_gpu() -> bool:
     return shutil.which("nvidia-smi") is not None and os.path.exists("/dev/nvidia0")
 
 
-def load_runtime(choice: str = "auto") -> Runtime:
-    """Imports the runtime for ``choice``: ``auto`` takes tensorrt when it imports and a GPU is
-    present, else TensorRT for RTX (which builds engines on a machine without a GPU)."""
-    if choice == "auto":
-        if has_gpu() and _importable("tensorrt"):
-            return load_runtime("tensorrt")
-        return load_runtime("tensorrt-rtx")
+def load_runtime(choice: Runtime = Runtime.AUTO) -> LoadedRuntime:
+    """Imports the runtime for ``choice`` (a ``Runtime``; its value is taken too): ``AUTO``
+    takes tensorrt when it imports and a GPU is present, else TensorRT for RTX (which builds
+    engines on a machine without a GPU)."""
+    choice = Runtime.parse(choice, "runtime")
+    if choice is Runtime.AUTO:
+        return load_runtime(Runtime.TENSORRT if has_gpu() and _importable("tensorrt")
+                            else Runtime.TENSORRT_RTX)
     try:
-        return Runtime(choice, importlib.import_module(MODULES[choice]))
+        return LoadedRuntime(choice.value, importlib.import_module(MODULES[choice]))
     except ImportError as exc:
         raise BackendUnavailableError(
             f"the {choice} Python module ({MODULES[choice]}) cannot be imported ({exc})",
             "runtime=", f"install it: {_INSTALL[choice]}") from None
 
 
-def load_runtime_if_any(choice: str = "auto") -> Runtime | None:
+def load_runtime_if_any(choice: Runtime = Runtime.AUTO) -> LoadedRuntime | None:
     """``load_runtime(choice)``, or None when ``auto`` finds no runtime installed (a runtime
     named explicitly must import)."""
     try:
         return load_runtime(choice)
     except BackendUnavailableError:
-        if choice != "auto":
+        if Runtime.parse(choice, "runtime") is not Runtime.AUTO:
             raise
         return None
 
@@ -79,7 +81,7 @@ def _importable(module: str) -> bool:
 _LOGGERS: dict[str, object] = {}
 
 
-def logger(runtime: Runtime, verbosity: int = 0):
+def logger(runtime: LoadedRuntime, verbosity: int = 0):
     """The one process-wide logger per runtime (TensorRT ignores a second one), routing
     TensorRT's messages to stderr by -v level and dropping the spurious CUDA-driver errors
     that every API error brings on a machine without a GPU."""
