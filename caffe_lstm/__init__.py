@@ -15,7 +15,8 @@ from caffe_lstm.api import Engine, Net, OnnxExport, Verification, build_facts, l
 from caffe_lstm.errors import (CaffeLstmError, ExecutionError, GraphError, ModelLoadError,
                                OutputError, ShapeError, UnsupportedLayerError, VerificationError)
 from caffe_lstm.ops.plugins import PluginError
-from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Profile, Route, Runtime, State
+from caffe_lstm.options import (DEFAULT_OPSET, Backend, BuildRequest, LstmOp, Profile, Route,
+                                Runtime, State)
 from caffe_lstm.serving.server import ServingError, TritonServer, serve
 
 try:
@@ -26,5 +27,6 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 __all__ = ["CaffeLstmError", "Engine", "ExecutionError", "GraphError", "ModelLoadError", "Net",
            "OnnxExport", "OutputError", "PluginError", "ShapeError", "UnsupportedLayerError",
            "Verification", "VerificationError", "build_facts", "load", "run_engine",
-           "DEFAULT_OPSET", "Backend", "LstmOp", "Profile", "Route", "Runtime", "State"]
+           "DEFAULT_OPSET", "Backend", "BuildRequest", "LstmOp", "Profile", "Route", "Runtime",
+           "State"]
 __all__ += ["ServingError", "TritonServer", "serve"]

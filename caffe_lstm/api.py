@@ -35,7 +35,8 @@ from caffe_lstm.ir.graph import Graph, clone_graph
 from caffe_lstm.ir.walk import Progress
 from caffe_lstm.layouts import export_layer, import_layer, layout_layer
 from caffe_lstm.ops import recurrent_spec
-from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Profile, Route, Runtime, State
+from caffe_lstm.options import (DEFAULT_OPSET, Backend, BuildRequest, LstmOp, Profile, Route,
+                                Runtime, State)
 from caffe_lstm.passes import DEFAULT_PIPELINE, refuse_hidden_states, run_passes
 from caffe_lstm.passes.onnx_forms import engine_rewrite, lstm_op_choices, onnx_rewrite
 from caffe_lstm.passes.expose_state import (carried_states, expose_recurrent_state,
@@ -230,7 +231,8 @@ class Net:
                      state: State | str = "auto", unroll: bool = False, verbosity: int = 0,
                      progress: Callable[[str, int, int], None] | None = None,
                      via: Route | str = "caffe-lstm", opset: int = DEFAULT_OPSET,
-                     lstm_op: LstmOp | str = "scan") -> Engine:
+                     lstm_op: LstmOp | str = "scan", request: BuildRequest | None = None
+                     ) -> Engine:
         """Builds a serialized TensorRT engine with the recurrence inside (one ILoop per layer).
 
         ``path``: written atomically (None: only returned); ``runtime``, ``state``, ``via``: a
@@ -238,27 +240,27 @@ class Net:
         ``shapes``: input name -> (min, opt, max), checked against the layers; ``unroll``: T
         step blocks, no ILoop; ``verbosity``: TensorRT's log level on stderr; ``progress(phase,
         step, steps)``: called during the build; ``opset``, ``lstm_op``: of the model
-        ``via="onnx"`` builds (as for ``export_onnx``).
+        ``via="onnx"`` builds (as for ``export_onnx``); ``request``: a ``BuildRequest`` for them.
         """
         from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine
         from caffe_lstm.backends.tensorrt.onnx_route import build_through_onnx
         from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
-        route = Route.parse(via, "via")
-        trt_runtime = load_runtime(runtime)
+        r = request or BuildRequest(runtime, via, state, fp16, opset, shapes, (), lstm_op, unroll)
+        trt_runtime, onnx = load_runtime(r.runtime), r.route is Route.ONNX
+        r.check_outputs(list(self.outputs))
         self._require_weights("build an engine")
-        net = self._stated(state)
-        profiles = checked_profiles(net.graph, shapes)
-        graph = engine_rewrite(net.graph, route is Route.ONNX, unroll, lstm_op)
-        options = BuildOptions(fp16=fp16, shapes=profiles, verbosity=verbosity, progress=progress)
+        net = self._stated(r.state)
+        profiles = checked_profiles(net.graph, r.profiles)
+        graph = engine_rewrite(net.graph, onnx, r.unroll, r.lstm_op)
+        options = BuildOptions(r.fp16, profiles, verbosity, progress)
         started = time.perf_counter()
-        plan = (build_engine(trt_runtime, graph, options) if route is Route.CAFFE_LSTM
-                else build_through_onnx(trt_runtime, graph, options, opset))
-        facts = self._facts(state, graph, profiles=profiles, fp16=fp16, unroll=unroll,
-                            runtime=trt_runtime.name, route=route.value, **(
-                                {"opset": opset, "lstm_op": str(lstm_op)} if route is Route.ONNX
-                                else {}))
-        engine = Engine(plan, trt_runtime.name, fp16, [v.name for v in graph.inputs],
+        plan = (build_through_onnx(trt_runtime, graph, options, r.opset) if onnx
+                else build_engine(trt_runtime, graph, options))
+        facts = self._facts(r.state, graph, profiles=profiles, fp16=r.fp16, unroll=r.unroll,
+                            runtime=trt_runtime.name, route=r.route.value,
+                            **({"opset": r.opset, "lstm_op": r.lstm_op.value} if onnx else {}))
+        engine = Engine(plan, trt_runtime.name, r.fp16, [v.name for v in graph.inputs],
                         [v.name for v in graph.outputs], time.perf_counter() - started, facts)
         return engine if path is None else engine.save(path)
 
@@ -267,29 +269,33 @@ class Net:
     def export_onnx(self, path: str | Path | None, *, opset: int = DEFAULT_OPSET,
                     shapes: Mapping[str, Profile] | None = None,
                     state: State | str = "auto", lstm_op: LstmOp | str = "scan",
-                    progress: Progress | None = None) -> OnnxExport:
+                    progress: Progress | None = None, request: BuildRequest | None = None
+                    ) -> OnnxExport:
         """Writes the rewritten net as an ONNX model: each recurrent layer one ``Scan``, its
         input projection one MatMul before it, inputs and outputs named after the Caffe blobs.
         ``path``: written atomically (initializers of 2 GiB or more to ``<path>.data``; None:
         only the bytes); ``opset``: 13 to 21; ``shapes``: input name -> (min, opt, max), the
         dims that vary become symbolic; ``state``, ``lstm_op``: a ``State``, ``LstmOp`` or its
         value (native: ONNX's own LSTM/RNN, refused where not exact: ops/recurrent/native.py).
-        ``progress(phase, done, total)``: told of the layers exported."""
-        from caffe_lstm.backends.onnx.exporter import (build_model, check_opset, save_model,
-                                                       set_metadata, value_dims)
+        ``progress(phase, done, total)``: of the layers exported; ``request``: a BuildRequest."""
+        from caffe_lstm.backends.onnx.exporter import (build_model, save_model, set_metadata,
+                                                       value_dims)
 
-        check_opset(opset)
+        r = request or BuildRequest(state=state, opset=opset, profiles=shapes, lstm_op=lstm_op)
+        r.check_outputs(list(self.outputs))
         self._require_weights("export to ONNX")
-        graph, profiles = self._onnx_graph(shapes, state, lstm_op)
+        net = self._stated(r.state)
+        profiles = checked_profiles(net.graph, r.profiles)
+        graph = onnx_rewrite(net.graph, r.lstm_op)
         # written to a file, the large weights go from the caffemodel's memory map to the file
         # without a copy in between (build_model's stream)
-        model, streamed = build_model(graph, opset, profiles, stream=path is not None,
+        model, streamed = build_model(graph, r.opset, profiles, stream=path is not None,
                                       progress=progress)
-        facts = self._facts(state, graph, profiles=profiles, opset=opset, lstm_op=str(lstm_op))
+        facts = self._facts(r.state, graph, profiles=profiles, opset=r.opset, lstm_op=r.lstm_op)
         set_metadata(model, facts.as_strings())
         written = path is not None
         return OnnxExport(Path(path) if written else None,
-                          save_model(model, path, streamed) if written else None, opset,
+                          save_model(model, path, streamed) if written else None, r.opset,
                           value_dims(model.graph.input), value_dims(model.graph.output),
                           len(model.graph.node), None if written else model.SerializeToString(),
                           facts)
@@ -317,13 +323,6 @@ class Net:
         """How the ONNX export with ``lstm_op`` writes each recurrent layer: name -> (``NATIVE``
         or ``SCAN``; why, for auto's Scans), passes/onnx_forms.py."""
         return lstm_op_choices(self._stated(state).graph, lstm_op)
-
-    def _onnx_graph(self, shapes: Mapping[str, Profile] | None, state: State | str,
-                    lstm_op: LstmOp | str = "scan") -> tuple[Graph, dict[str, Profile]]:
-        """The rewritten graph to export and its checked shape profiles."""
-        net = self._stated(state)
-        profiles = checked_profiles(net.graph, shapes)
-        return onnx_rewrite(net.graph, lstm_op), profiles
 
     def to_triton(self, repository: str | Path, *, backend: Backend | str = "python",
                   name: str | None = None, max_batch: int = 8, instances: int = 1,

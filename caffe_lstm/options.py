@@ -6,8 +6,10 @@ takes a member or its string value (``state="io"`` or ``State.IO``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import NamedTuple, TypeVar
 
 from caffe_lstm.errors import CaffeLstmError
@@ -109,3 +111,71 @@ class Backend(Choice):
                         "any Triton)")
     ONNXRUNTIME = "onnxruntime", "model.onnx, with Triton's implicit state"
     TENSORRT = "tensorrt", "model.plan, with Triton's implicit state"
+
+
+def check_opset(opset: int) -> None:
+    """Refuses an opset outside [MIN_OPSET, MAX_OPSET] in one line."""
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise CaffeLstmError(f"ONNX opset {opset} is not supported", "opset=",
+                             f"use an opset from {MIN_OPSET} to {MAX_OPSET} "
+                             f"(default {DEFAULT_OPSET})")
+
+
+def check_profile(name: str, triple: Sequence[Sequence[int]]) -> Profile:
+    """``triple`` as a Profile: three shapes of one rank, dims >= 1, min <= opt <= max."""
+    shapes = [tuple(int(d) for d in dims) for dims in triple]
+    where = f"shapes[{name!r}]"
+    if len(shapes) != 3 or len({len(dims) for dims in shapes}) != 1:
+        raise CaffeLstmError(f"the shapes of input {name!r} are not (min, opt, max) of one "
+                             f"rank: {shapes}", where, "give three shapes of the input's rank")
+    low, opt, high = shapes
+    if min(low + opt + high) < 1 or not all(a <= b <= c for a, b, c in zip(low, opt, high)):
+        raise CaffeLstmError(f"the shapes of input {name!r} need dims >= 1 and "
+                             f"min <= opt <= max: {shapes}", where, "order them min, opt, max")
+    return Profile(low, opt, high)
+
+
+def check_route(route: Route, fp16: bool) -> None:
+    """Refuses fp16 through the ONNX route (the exported model has no fp16 casts yet)."""
+    if fp16 and route is Route.ONNX:
+        raise CaffeLstmError("fp16=True is not available through the ONNX route yet",
+                             "via='onnx'",
+                             "build fp16 through our emitter (via='caffe-lstm'), or fp32 via onnx")
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One build of an engine or an ONNX model, typed once: each mode a member (its value is
+    taken too), and checked when made, before the net is read or rewritten (an opset out of
+    range, fp16 through the ONNX route, ill-formed shape ranges). ``profiles``: input name ->
+    (min, opt, max); ``outputs``: the model's outputs (empty: the net's, as loaded)."""
+
+    runtime: Runtime = Runtime.AUTO
+    route: Route = Route.CAFFE_LSTM
+    state: State = State.AUTO
+    fp16: bool = False
+    opset: int = DEFAULT_OPSET
+    profiles: Mapping[str, Profile] | None = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+    lstm_op: LstmOp = LstmOp.SCAN
+    unroll: bool = False
+
+    def __post_init__(self) -> None:
+        for name, kind in (("runtime", Runtime), ("route", Route), ("state", State),
+                           ("lstm_op", LstmOp)):
+            object.__setattr__(self, name, kind.parse(getattr(self, name),
+                                                      "via" if name == "route" else name))
+        check_opset(self.opset)
+        check_route(self.route, self.fp16)
+        object.__setattr__(self, "profiles", MappingProxyType(
+            {name: check_profile(name, triple)
+             for name, triple in (self.profiles or {}).items()}))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+
+    def check_outputs(self, outputs: Sequence[str]) -> None:
+        """Refuses a net loaded with other ``outputs`` than the request's (when it names any:
+        the outputs are chosen when the net is loaded)."""
+        if self.outputs and set(self.outputs) != set(outputs):
+            raise CaffeLstmError(f"the request's outputs {', '.join(self.outputs)} are not the "
+                                 f"net's, {', '.join(outputs)}", "outputs=",
+                                 "load the net with the outputs to build")

@@ -220,3 +220,42 @@ def test_serve_names_the_backend_it_lacks_and_the_container_command(tmp_path):
     serving = (ROOT / "docs" / "serving.md").read_text()
     assert " ".join(CONTAINER_COMMAND.format(repo="$PWD/repo").split()) in " ".join(
         serving.replace("\\\n", " ").split())
+
+
+# ---- the build request, typed once ----------------------------------------------------------------
+
+#: A net whose reading stops at a layer type no op defines: an error about the request must
+#: come before it, so the request is checked before the net is read or rewritten.
+UNREADABLE = ROOT / "samples" / "plugin_example" / "normalize_lstm.prototxt"
+
+
+@pytest.mark.parametrize("command, flags, needle", [
+    ("convert", ("--via", "onnx", "--fp16"),
+     "--fp16 is not available through the ONNX route yet, --via onnx"),
+    ("convert", ("--via", "onnx", "--opset", "99"), "ONNX opset 99 is not supported, --opset"),
+    ("export", ("--opset", "12"), "ONNX opset 12 is not supported, --opset"),
+])
+def test_a_bad_build_request_is_refused_before_the_net_is_read(tmp_path, command, flags,
+                                                              needle):
+    outcome = run_cli(command, UNREADABLE, "-w", UNREADABLE.with_suffix(".caffemodel"),
+                      "-o", tmp_path / "model", *flags)
+    assert_one_error_line(outcome, needle)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_api_takes_a_build_request_or_keywords(tmp_path):
+    import caffe_lstm
+    from caffe_lstm.errors import CaffeLstmError
+
+    with pytest.raises(CaffeLstmError, match="min <= opt <= max"):
+        caffe_lstm.BuildRequest(profiles={"data": ((12, 2, 8), (1, 2, 8), (20, 2, 8))})
+    request = caffe_lstm.BuildRequest(state="zero", opset=13, profiles={
+        "data": ((1, 2, 8), (12, 2, 8), (20, 2, 8)), "cont": ((1, 2), (12, 2), (20, 2))})
+    assert request.state is caffe_lstm.State.ZERO  # the values became members, once
+    net = caffe_lstm.load(NET, WEIGHTS)
+    by_request = net.export_onnx(None, request=request)
+    by_keywords = net.export_onnx(None, state="zero", opset=13, shapes=dict(request.profiles))
+    assert by_request.model == by_keywords.model
+    assert by_request.facts.profiles["data"] == [[1, 2, 8], [12, 2, 8], [20, 2, 8]]
+    with pytest.raises(CaffeLstmError, match="the request's outputs"):
+        net.export_onnx(None, request=caffe_lstm.BuildRequest(outputs=("lstm1",)))

@@ -8,12 +8,13 @@ import click
 
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, choice_option, load, lstm_op_option,
-                                    net_argument, opset_option, pass_options, runtime_option,
+                                    net_argument, opset_option, output_names, pass_options,
+                                    runtime_option,
                                     say_auto_state, say_lstm_ops, selection_options, state_option,
                                     weights_option)
 from caffe_lstm.cli.progress import progress_display
 from caffe_lstm.cli.requires import require_tensorrt
-from caffe_lstm.options import LstmOp, Route, State
+from caffe_lstm.options import BuildRequest, LstmOp, Route, State
 
 
 @cli.command()
@@ -38,13 +39,13 @@ def convert(options: GlobalOptions, net: Path, weights: Path, output: Path, runt
             fp16: bool, shapes: dict, recurrent_state: str, unroll: bool, via: str, opset: int,
             lstm_op: str, outputs: str, phase: str, stages: tuple[str, ...]) -> None:
     """Build a serialized TensorRT engine; the recurrence stays inside it (one ILoop per layer)."""
+    request = BuildRequest(runtime, via, recurrent_state, fp16, opset, shapes,
+                           output_names(outputs), lstm_op, unroll)  # checked before anything
     require_tensorrt(runtime)  # a missing runtime fails before the net is read
     loaded = load(net, weights, outputs, phase, stages)
     with progress_display(options) as progress:
-        engine = loaded.build_engine(
-            output, runtime=runtime, fp16=fp16, shapes=shapes, state=recurrent_state,
-            unroll=unroll, via=via, opset=opset, lstm_op=lstm_op, verbosity=options.verbose,
-            progress=progress)
+        engine = loaded.build_engine(output, request=request, verbosity=options.verbose,
+                                     progress=progress)
     options.say(f"wrote {output} ({len(engine.plan) / 2**20:.2f} MiB, {engine.runtime}, "
                 f"{'fp16' if fp16 else 'fp32'}, built in {engine.seconds:.2f} s)")
     say_auto_state(options, engine.facts)

@@ -9,11 +9,12 @@ import click
 
 from caffe_lstm.cli.group import cli
 from caffe_lstm.cli.options import (GlobalOptions, load, lstm_op_option, net_argument,
-                                    opset_option, pass_options, say_auto_state, say_lstm_ops,
+                                    opset_option, output_names, pass_options, say_auto_state,
+                                    say_lstm_ops,
                                     selection_options,
                                     state_option, weights_option)
 from caffe_lstm.cli.progress import progress_display
-from caffe_lstm.options import LstmOp, State
+from caffe_lstm.options import BuildRequest, LstmOp, State
 
 
 @cli.command()
@@ -40,10 +41,11 @@ def export(options: GlobalOptions, net: Path, weights: Path, output: Path, opset
     (`run --backend onnxruntime --onnx MODEL.onnx`); TensorRT builds it
     (`trtexec --onnx=MODEL.onnx`).
     """
+    request = BuildRequest(state=recurrent_state, opset=opset, profiles=shapes,
+                           outputs=output_names(outputs), lstm_op=lstm_op)  # checked first
     loaded = load(net, weights, outputs, phase, stages)
     with progress_display(options) as progress:
-        exported = loaded.export_onnx(output, opset=opset, shapes=shapes, state=recurrent_state,
-                                      lstm_op=lstm_op, progress=progress)
+        exported = loaded.export_onnx(output, request=request, progress=progress)
     extra = f" and {exported.data}" if exported.data is not None else ""
     options.say(f"wrote {output}{extra} (opset {exported.opset}, {exported.nodes} nodes)")
     say_auto_state(options, exported.facts)

@@ -101,11 +101,8 @@ def parse_shape(text: str) -> tuple[str, Profile]:
         raise click.BadParameter(
             f"'{text}' is not NAME:MIN:OPT:MAX (e.g. data:1x2x8:12x2x8:64x2x8)")
     name = ":".join(parts[:-3])
-    try:
-        low, opt, high = (tuple(int(d) for d in part.split("x")) for part in parts[-3:])
-    except ValueError:
-        raise click.BadParameter(f"'{text}': dims are integers joined by 'x'") from None
-    if not len(low) == len(opt) == len(high) or min(low + opt + high) < 1:
+    low, opt, high = (parse_dims(part, text) for part in parts[-3:])
+    if not len(low) == len(opt) == len(high):
         raise click.BadParameter(f"'{text}': MIN, OPT and MAX need the same rank and dims >= 1")
     if not all(a <= b <= c for a, b, c in zip(low, opt, high)):
         raise click.BadParameter(f"'{text}': each dim needs MIN <= OPT <= MAX")
@@ -270,12 +267,17 @@ def input_options(func: Callable) -> Callable:
     return func
 
 
+def output_names(outputs: str) -> list[str]:
+    """--outputs NAME[,NAME...] as names."""
+    return [name.strip() for name in outputs.split(",") if name.strip()]
+
+
 def load(net: Path, weights: Path | None, outputs: str, phase: str,
          stages: tuple[str, ...], allow_unknown_shapes: bool = False) -> api.Net:
     """Loads the net with the selection options applied (``--shape`` from the context), then
     prints its notes (unless -q) and, with -v, one warning per unknown field it skipped, on
     standard error."""
-    names = [name.strip() for name in outputs.split(",") if name.strip()]
+    names = output_names(outputs)
     ctx = click.get_current_context(silent=True)
     shapes = ctx.meta.get(STATIC_SHAPES, {}) if ctx is not None else {}
     meta = ctx.meta if ctx is not None else {}

@@ -29,7 +29,7 @@ from caffe_lstm.files import atomic_output
 from caffe_lstm.ir.graph import Graph, Value
 from caffe_lstm.ir.walk import Progress
 from caffe_lstm.ops import check_facet, get_op
-from caffe_lstm.options import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Profile
+from caffe_lstm.options import DEFAULT_OPSET, Profile, check_opset
 
 _INSTALL_HINT = "install it: pip install 'caffe-lstm[onnx]'"
 
@@ -45,14 +45,6 @@ def import_module(name: str) -> Any:
     except ImportError as exc:
         raise OnnxUnavailableError(f"the {name} Python module cannot be imported ({exc})",
                                    "", _INSTALL_HINT) from None
-
-
-def check_opset(opset: int) -> None:
-    """Refuses an opset outside [MIN_OPSET, MAX_OPSET] in one line."""
-    if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise CaffeLstmError(f"ONNX opset {opset} is not supported", "opset=",
-                             f"use an opset from {MIN_OPSET} to {MAX_OPSET} "
-                             f"(default {DEFAULT_OPSET})")
 
 
 def check_exportable(graph: Graph) -> None:

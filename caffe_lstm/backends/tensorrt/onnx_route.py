@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from caffe_lstm.backends.onnx.exporter import build_model, check_opset
+from caffe_lstm.backends.onnx.exporter import build_model
 from caffe_lstm.backends.tensorrt.build import (BuildOptions, EngineBuildError,
                                                 create_network, serialize)
 from caffe_lstm.backends.tensorrt.runtime import LoadedRuntime, logger
-from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.options import Route, check_opset, check_route
 from caffe_lstm.ir.graph import Graph
 
 
@@ -60,9 +60,6 @@ def build_through_onnx(runtime: LoadedRuntime, graph: Graph, options: BuildOptio
     ranges as symbolic dims) and parsed by TensorRT; float32 only for now (the exported model
     carries the precision, and it has no fp16 casts)."""
     check_opset(opset)
-    if options.fp16:
-        raise CaffeLstmError("fp16=True is not available through the ONNX route yet",
-                             "via='onnx'",
-                             "build fp16 through our emitter (via='caffe-lstm'), or fp32 via onnx")
+    check_route(Route.ONNX, options.fp16)
     model, _ = build_model(graph, opset, dict(options.shapes))
     return build_from_onnx(runtime, model.SerializeToString(), options)
