@@ -15,6 +15,7 @@ import pytest
 
 import caffe_lstm
 from caffe_lstm.ops import get_op, has_facet
+from caffe_lstm.passes.onnx_forms import onnx_rewrite
 from tests.helpers import (
     BLSTM_NET, ONNX_VARIANTS, PARSER_AVAILABLE, assert_close_to_scale, assert_one_error_line,
     assert_parser_matches_onnxruntime, check_export, export_model, feeds_for, input_layer,
@@ -382,7 +383,7 @@ def test_external_data_beside_the_model(tmp_path):
     from caffe_lstm.backends.onnx.runtime import run_model
 
     net = caffe_lstm.load(*sample("seq_classifier"))
-    graph, profiles = net._onnx_graph(None, "zero")
+    graph, profiles = onnx_rewrite(net.copy().graph, "scan"), {}  # as export_onnx does
     model, _ = build_model(graph, 17, profiles)
     data = save_model(model, tmp_path / "m.onnx", threshold=1)
     assert data == tmp_path / "m.onnx.data" and data.stat().st_size > 0
@@ -401,7 +402,7 @@ def test_streamed_weights_in_one_file_or_beside_it(tmp_path, monkeypatch, thresh
 
     monkeypatch.setattr(exporter, "STREAM_BYTES", 1)
     net = caffe_lstm.load(*sample("captioner"))
-    graph, profiles = net._onnx_graph(None, "zero")
+    graph, profiles = onnx_rewrite(net.copy().graph, "scan"), {}  # as export_onnx does
     model, streamed = exporter.build_model(graph, 17, profiles, stream=True)
     weights = {v.name for node in graph.all_nodes() for v in node.weights}  # bodies' too
     in_bodies = {v.name for node in graph.all_nodes() for body in node.subgraphs

@@ -222,7 +222,7 @@ def test_serve_names_the_backend_it_lacks_and_the_container_command(tmp_path):
         serving.replace("\\\n", " ").split())
 
 
-# ---- the build request, typed once ----------------------------------------------------------------
+# ---- the build request, typed once --------------------------------------------------------------
 
 #: A net whose reading stops at a layer type no op defines: an error about the request must
 #: come before it, so the request is checked before the net is read or rewritten.
