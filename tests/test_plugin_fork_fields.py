@@ -136,3 +136,13 @@ def test_rewrite_cannot_write_a_fork_s_field_back(tmp_path):
     assert ("the caffe facet of 'ConvLSTM' (the default of Op: the plugin defines none) of the "
             f"plugin '{plugin}' (file) returned what Caffe's schema cannot hold") in line
     assert not out.exists()
+
+
+def test_a_field_outside_the_declared_message_says_what_the_plugin_reads(tmp_path):
+    plugin, net = files(tmp_path, f"{WXC}, {WHH}", NET.replace(
+        "  recurrent_param {\n", "  convolution_param { fancy: 1 }\n  recurrent_param {\n"))
+    line = assert_one_error_line(run_cli("inspect", net, "--plugin", plugin))
+    assert "has the unknown field 'convolution_param.fancy'" in line and f"{net}:5:" in line
+    assert (f"the plugin '{plugin}' (file) owns the layer and reads fields the schema lacks "
+            f"only inside recurrent_param (its declaration: ConvLSTM at {plugin}:{CLASS_LINE})"
+            ) in line

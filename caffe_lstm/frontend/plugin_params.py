@@ -61,16 +61,24 @@ def reads_entry(layer_type: str, unknown: UnknownEntry) -> bool:
 
 
 def undeclared_hint(layer_type: str, unknown: UnknownEntry) -> str:
-    """For an entry the schema lacks inside the param message of a plugin's layer type: the
-    hint naming the plugin's declaration (``param_fields``) it is missing from; else ""."""
+    """For an entry the schema lacks on a plugin's layer: the hint naming the plugin's
+    declaration (``param_fields``): where to declare it when it sits inside the op's param
+    message of the schema, else that the plugin reads none such. "" for a built-in's layer."""
     op, plugin = get_op(layer_type), plugin_of(layer_type)
-    if op is None or plugin is None or op.param is None or has_own_message(op) \
-            or unknown.path.rpartition(".")[0] != op.param or unknown.kind == VALUE:
+    if op is None or plugin is None:
         return ""
-    name, site = unknown.path.rpartition(".")[2], class_site(op)
-    declared = f"{op.__name__}.param_fields ({'' if op.param_fields else 'none yet, '}{site})"
-    return (f"the {plugin.label} does not declare '{name}' inside {op.param}: declare it in "
-            f"{declared} to read it, see docs/plugins.md#the-layers-parameters")
+    site = class_site(op)
+    parent, _, name = unknown.path.rpartition(".")
+    if op.param is not None and not has_own_message(op) and parent == op.param \
+            and unknown.kind != VALUE:
+        declared = f"{'' if op.param_fields else 'none yet, '}{site}"
+        return (f"the {plugin.label} does not declare '{name}' inside {op.param}: declare it "
+                f"in {op.__name__}.param_fields ({declared}) to read it, see "
+                "docs/plugins.md#the-layers-parameters")
+    where = f"only inside {op.param}" if op.param else "none"
+    return (f"the {plugin.label} owns the layer and reads fields the schema lacks {where} "
+            f"(its declaration: {op.__name__} at {site}): remove it if it only tunes training, "
+            "or cut the layer off with outputs=[NAME, ...]")
 
 
 def with_fork_fields(op: type[Op], source: SourceLayer, params: Params, file: str) -> Params:
