@@ -344,8 +344,8 @@ class Net:
                                 dict(batch_axes or {}), batching or Batching(), opset,
                                 Runtime.parse(runtime, "runtime"), lstm_op)
         plan = options.backend is Backend.TENSORRT  # else model.onnx
-        facts = self._facts(State.AUTO, net.graph, **({"runtime": options.runtime.value}
-                                                      if plan else {"opset": opset}))
+        facts = self._facts(state, net.graph, **({"runtime": options.runtime.value} if plan
+                                                 else {"opset": opset}))
         return write_repository(net.graph, repository, name or self.prototxt.stem, options,
                                 facts.as_strings())
 

@@ -211,6 +211,12 @@ def test_serve_names_the_backend_it_lacks_and_the_container_command(tmp_path):
     repository = tmp_path / "repo"
     written = run_cli("triton", NET, "-w", WEIGHTS, "-o", repository, "--backend", "onnxruntime")
     assert written.returncode == 0, written.stderr
+    # the repository says how it was built: the config's parameters, model.onnx's metadata
+    config = (repository / "seq_classifier" / "config.pbtxt").read_text()
+    assert 'key: "caffe_lstm.state"\n  value {\n    string_value: "io"' in config
+    facts = json.loads(run_cli("inspect", repository / "seq_classifier" / "1" / "model.onnx",
+                               "--json").stdout)
+    assert facts["state"] == "io" and facts["prototxt"] == NET.name
     line = assert_one_error_line(run_cli("serve", repository),
                                  "the bundled tritonserver has only the python backend, model "
                                  "'seq_classifier' needs the onnxruntime backend")
