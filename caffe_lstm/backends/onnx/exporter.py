@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from caffe_lstm.analysis.profiles import shape_at_profile_sizes
-from caffe_lstm.backends.onnx.scan_tuning import tune_scans
+from caffe_lstm.backends.onnx.scan_tuning import tune_scans, weights_into_bodies
 from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts, Streamed
 from caffe_lstm.errors import CaffeLstmError, ModelLoadError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
@@ -166,8 +166,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     outputs = ctx.walk(graph, [v.name for v in graph.inputs])
     outputs = [_as_output(ctx, value.name, name)
                for value, name in zip(graph.outputs, outputs)]
-    tune_scans(onnx, ctx.parts.nodes, ctx.parts.initializers,  # scan_tuning.py
-               _weight_arrays(onnx, ctx.parts.initializers, ctx.streamed))
+    tune_scans(onnx, ctx.parts.nodes, ctx.parts.initializers)  # scan_tuning.py
     _drop_unread(ctx.parts, ctx.streamed, outputs)
     helper = onnx.helper
     proto = helper.make_graph(
@@ -178,10 +177,16 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     opsets = [helper.make_opsetid("", opset)]
     model = helper.make_model(proto, opset_imports=opsets, producer_name=producer)
     model.ir_version = helper.find_min_ir_version_for(opsets)
+    # last, in place: a copy of the model would copy the weights moved into the Scan bodies
+    unread = weights_into_bodies(onnx, model.graph, _weight_arrays(onnx, model.graph.initializer,
+                                                                   ctx.streamed))
+    for name in unread:
+        remove_initializer(model.graph, name)
+    ctx.streamed[:] = [item for item in ctx.streamed if item.header.name not in unread]
     return model, ctx.streamed
 
 
-def _weight_arrays(onnx: Any, initializers: list[Any], streamed: list[Streamed]
+def _weight_arrays(onnx: Any, initializers: Any, streamed: list[Streamed]
                    ) -> Callable[[str], np.ndarray | None]:
     """name -> the array of a main-graph initializer, streamed or in the model, or None."""
     tensors = {tensor.name: tensor for tensor in initializers}

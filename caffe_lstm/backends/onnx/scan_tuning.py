@@ -11,8 +11,10 @@ running per step; every rewrite computes the same values:
   transposed weight itself, an initializer of the body: onnxruntime packs a ``MatMul``'s
   constant B once for its GEMMs when it is an initializer of the graph the node is in, and
   packs it again at every step when it comes from the outer scope (measured: 1.47x onnxruntime's
-  own LSTM instead of 1.67x on a long sequence, on par instead of 1.08x on the 2-layer net; the
-  copies are bounded by ``BODY_WEIGHT_BYTES``, the weights being otherwise streamed);
+  own LSTM instead of 1.67x on a long sequence, on par instead of 1.08x on the 2-layer net).
+  ``weights_into_bodies`` does it last, on the finished model, in place: the protobuf holds
+  these weights (the main graph's large weights are streamed past it), once, at most
+  ``BODY_WEIGHT_BYTES`` of them;
 - the same node twice (one ``Unsqueeze`` of cont_t for h and one for c) runs once;
 - an ``Unsqueeze`` of a step slice becomes one ``Unsqueeze`` of the whole scanned input before
   the Scan, the body reading the slice already shaped (the cont column (1, N, 1));
@@ -32,27 +34,68 @@ import numpy as np
 BODY_WEIGHT_BYTES = 256 << 20
 
 
-def tune_scans(onnx: Any, nodes: list[Any], initializers: list[Any],
-               weight: Callable[[str], np.ndarray | None]) -> None:
+def tune_scans(onnx: Any, nodes: list[Any], initializers: list[Any]) -> None:
     """Rewrites every Scan node of the main graph (its ``nodes`` and ``initializers``, lists
-    changed in place) and its body; nodes hoisted out of a body go right before their Scan.
-    ``weight(name)``: the array of a main-graph initializer (streamed ones too), or None."""
+    changed in place) and its body; nodes hoisted out of a body go right before their Scan."""
     constants = {tensor.name: tensor for tensor in initializers}
-    budget = [BODY_WEIGHT_BYTES]
     tuned = []
     for node in nodes:
         if node.op_type == "Scan":
-            tuned += _tune_scan(onnx, node, initializers, constants, weight, budget)
+            tuned += _tune_scan(onnx, node, initializers, constants)
         tuned.append(node)
     nodes[:] = tuned
 
 
-def _tune_scan(onnx: Any, scan: Any, initializers: list[Any], constants: dict[str, Any],
-               weight: Callable[[str], np.ndarray | None], budget: list[int]) -> list[Any]:
+def weights_into_bodies(onnx: Any, graph: Any, weight: Callable[[str], np.ndarray | None]
+                        ) -> set[str]:
+    """Each main-graph Transpose of a 2-D weight whose result only one Scan body reads becomes
+    that result, an initializer of the body (``graph``, the finished model's, changed in place:
+    nothing else is copied). ``weight(name)``: the array of a main-graph initializer, streamed
+    or not, or None. Returns the names of the weights no node reads any more."""
+    readers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(None)
+        for body in _bodies(node):
+            for name in {name for inner in body.node for name in inner.input}:
+                readers.setdefault(name, []).append(body)
+    budget, moved = BODY_WEIGHT_BYTES, set()
+    for index in reversed(range(len(graph.node))):
+        node = graph.node[index]
+        perm = [list(a.ints) for a in node.attribute if a.name == "perm"]
+        users = readers.get(node.output[0], []) if node.op_type == "Transpose" else []
+        array = weight(node.input[0]) if len(users) == 1 and users[0] is not None and \
+            perm in ([], [[1, 0]]) else None
+        if array is None or array.ndim != 2 or array.nbytes > budget:
+            continue
+        budget -= array.nbytes
+        _add_tensor(users[0].initializer, node.output[0],
+                    np.ascontiguousarray(np.asarray(array, np.float32).T))
+        readers[node.input[0]].remove(None)
+        moved.add(node.input[0])
+        del graph.node[index]
+    return {name for name in moved if not readers[name]}
+
+
+def _bodies(node: Any) -> list[Any]:
+    return [a.g for a in node.attribute if a.HasField("g")] + \
+        [g for a in node.attribute for g in a.graphs]
+
+
+def _add_tensor(field: Any, name: str, array: np.ndarray) -> None:
+    """A float32 TensorProto made in place in ``field``: the array's bytes copied once."""
+    tensor = field.add()
+    tensor.name, tensor.data_type = name, 1  # 1 = TensorProto.FLOAT
+    tensor.dims.extend(array.shape)
+    tensor.raw_data = array.tobytes()
+
+
+def _tune_scan(onnx: Any, scan: Any, initializers: list[Any], constants: dict[str, Any]
+               ) -> list[Any]:
     """Tunes ``scan``'s body in place; returns the nodes to run before the Scan (the body's
     initializers they read go to the main graph's ``initializers``)."""
     body = _attribute(scan, "body").g
-    before = _transposed_into_body(onnx, body, _hoist_invariants(body), weight, budget)
+    before = _hoist_invariants(body)
     _move_initializers(initializers, body, before, constants)
     inner = {**constants, **{tensor.name: tensor for tensor in body.initializer}}
     _merge_repeats(body, inner)
@@ -61,7 +104,7 @@ def _tune_scan(onnx: Any, scan: Any, initializers: list[Any], constants: dict[st
         if node.op_type == "Sum" and len(node.input) == 2:
             node.op_type = "Add"
     read = {name for node in body.node for name in node.input}
-    _refill(body.initializer, [t for t in body.initializer if t.name in read])
+    _remove(body.initializer, {t.name for t in body.initializer} - read)
     return before
 
 
@@ -92,49 +135,19 @@ def _hoist_invariants(body: Any) -> list[Any]:
     return hoisted
 
 
-def _transposed_into_body(onnx: Any, body: Any, hoisted: list[Any],
-                          weight: Callable[[str], np.ndarray | None], budget: list[int]
-                          ) -> list[Any]:
-    """The hoisted nodes left once each Transpose of a 2-D weight (the body's or the main
-    graph's) that only the body reads is replaced by its result, an initializer of the body
-    (within ``budget`` bytes)."""
-    read_outside = {name for node in hoisted for name in node.input}
-    inner = {tensor.name: tensor for tensor in body.initializer}
-
-    def array_of(name: str) -> np.ndarray | None:  # a weight the body holds, or the main graph
-        return onnx.numpy_helper.to_array(inner[name]) if name in inner else weight(name)
-
-    kept = []
-    for node in hoisted:
-        perm = [list(a.ints) for a in node.attribute if a.name == "perm"]
-        array = (array_of(node.input[0]) if node.op_type == "Transpose"
-                 and perm in ([], [[1, 0]]) and node.output[0] not in read_outside else None)
-        if array is None or array.ndim != 2 or array.nbytes > budget[0]:
-            kept.append(node)
-            continue
-        budget[0] -= array.nbytes
-        transposed = np.ascontiguousarray(np.asarray(array, np.float32).T)
-        body.initializer.append(onnx.numpy_helper.from_array(transposed, node.output[0]))
-    return kept
-
-
 def _move_initializers(initializers: list[Any], body: Any, hoisted: list[Any],
                        constants: dict[str, Any]) -> None:
     """The body initializers the hoisted nodes read, into the main graph's ``initializers``
     (out of the body when no body node reads them any more)."""
     wanted = {name for node in hoisted for name in node.input}
     still_read = {name for node in body.node for name in node.input}
-    kept = []
     for tensor in body.initializer:
         if tensor.name in wanted and tensor.name not in constants:
             moved = type(tensor)()
             moved.CopyFrom(tensor)
             initializers.append(moved)
             constants[tensor.name] = moved
-        if tensor.name not in wanted or tensor.name in still_read:
-            kept.append(tensor)
-    if len(kept) != len(body.initializer):
-        _refill(body.initializer, kept)
+    _remove(body.initializer, wanted - still_read)
 
 
 def _has_subgraph(node: Any) -> bool:
@@ -244,6 +257,14 @@ def _int64(values: list[int]) -> Any:
     import numpy as np
 
     return np.array(values, dtype=np.int64)
+
+
+def _remove(field: Any, names: set[str]) -> None:
+    """Deletes the messages called ``names`` from a repeated field, in place (an initializer
+    may be a large weight: no copies)."""
+    for index in reversed(range(len(field))):
+        if field[index].name in names:
+            del field[index]
 
 
 def _refill(field: Any, items: list[Any]) -> None:
