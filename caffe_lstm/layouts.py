@@ -54,7 +54,7 @@ import numpy as np
 
 from caffe_lstm.errors import CaffeLstmError, ModelLoadError
 from caffe_lstm.ir.graph import Graph, Node
-from caffe_lstm.ops import get_op, recurrent_spec
+from caffe_lstm.ops import recurrent_spec
 from caffe_lstm.ops.recurrent import CAFFE_GATES, PEEPHOLE_GATES, LstmWeights
 from caffe_lstm.ops.recurrent.cell import ONNX_GATES, ONNX_PEEPHOLES, onnx_lstm_arrays
 from caffe_lstm.ops.recurrent.gru import GRU_GATES, GruWeights
@@ -68,13 +68,13 @@ class LayoutError(CaffeLstmError):
 
 
 def layer_weights(node: Node, arrays: Sequence[np.ndarray]) -> LstmWeights:
-    """A recurrent layer's blobs in file order, by role (the op's ``roles`` facet)."""
-    return get_op(node.op).roles(node, list(arrays))
+    """A recurrent layer's blobs in file order, by role (its RecurrentSpec's ``roles``)."""
+    return recurrent_spec(node.op).roles(node, list(arrays))
 
 
 def layer_arrays(node: Node, weights: LstmWeights) -> list[np.ndarray]:
     """The inverse of ``layer_weights``: the blobs in the layer's file order."""
-    return get_op(node.op).file_order(node, weights)
+    return recurrent_spec(node.op).file_order(node, weights)
 
 
 # ---- helpers shared by the layouts ------------------------------------------------------------

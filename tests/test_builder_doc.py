@@ -35,3 +35,22 @@ def test_every_builder_and_step_method_is_documented():
             if name.startswith("_") or not inspect.isfunction(member):
                 continue
             assert f"`{name}(" in text, f"{cls.__name__}.{name} is not in docs/ops.md"
+
+
+def test_one_way_in_every_loop_is_made_by_the_step_api():
+    """No module but ops/builder.py makes a Loop node itself: the built-in recurrent types (LSTM,
+    RNN, GRU, the forks' Lstm and LSTMSimple, num_layers stacks) and plugins all go through
+    ``NodeBuilder.loop``; and the Op base has no facet of any cell's weights."""
+    import ast
+
+    from caffe_lstm.ops import FACETS, Op
+
+    makers = []
+    for path in (ROOT / "caffe_lstm").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"
+                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                    and node.args[1].value == "Loop"):
+                makers.append(str(path.relative_to(ROOT)))
+    assert makers == ["caffe_lstm/ops/builder.py"]
+    assert not {"roles", "file_order"} & (set(FACETS) | set(vars(Op)))

@@ -30,13 +30,11 @@ def test_promised_types_are_registered():
 def expected_claims(op: type[Op]) -> set[str]:
     """The facets an op must define, by the rule of docs/ops.md written out here (not read from
     the registry): infer and numpy always; tensorrt and onnx unless the op gives a reason why
-    not; expand when recurrent; roles and file_order when its weights have layouts."""
+    not; expand when recurrent (a recurrent type's weight roles are its RecurrentSpec's)."""
     claims = {"infer", "numpy"}
     claims |= {f for f in ("tensorrt", "onnx") if not getattr(op, f"{f}_missing_reason")}
     if op.recurrent is not None:
         claims.add("expand")
-        if op.recurrent.has_layouts:
-            claims |= {"roles", "file_order"}
     return claims
 
 
@@ -114,10 +112,10 @@ def test_the_facet_check_fails_an_op_missing_a_claimed_facet(facet):
             assert_defines_its_claims(planted)
 
 
-def test_the_facet_check_fails_a_recurrent_op_without_its_expansion_and_roles():
+def test_the_facet_check_fails_a_recurrent_op_without_its_expansion():
     recurrent = _planted_without("tensorrt", tensorrt_missing_reason="a reason",
-                                 recurrent=RecurrentSpec(("h",), has_layouts=True))
-    with pytest.raises(AssertionError, match=r"lacks \['expand', 'file_order', 'roles'\]"):
+                                 recurrent=RecurrentSpec(("h",), roles=list, file_order=list))
+    with pytest.raises(AssertionError, match=r"lacks \['expand'\]"):
         assert_defines_its_claims(recurrent)
 
 

@@ -14,7 +14,7 @@ While a plugin is being loaded, ``register_op``
 - refuses a type caffe-lstm (or another plugin) already has, unless ``override=True``;
 - completes what the class does not define: a missing ``tensorrt``/``onnx`` facet gets a
   ``*_missing_reason`` naming the plugin (only building an engine / exporting fails), a missing
-  ``infer``/``numpy``/``expand``/``roles``/``file_order`` raises ``PluginError`` naming the
+  ``infer``/``numpy``/``expand`` raises ``PluginError`` naming the
   plugin and the facet when a command calls it;
 - wraps every facet the plugin defines so that an exception escaping it becomes one
   ``PluginError`` naming the plugin, its module and line, the layer and the facet (the
@@ -58,13 +58,11 @@ ENTRY_POINT_GROUP = "caffe_lstm.ops"
 #: The docs page the hints point to.
 DOC = "docs/plugins.md"
 #: Facets whose absence makes only the commands that call them fail (they raise when called).
-_RAISING_WHEN_MISSING = ("infer", "numpy", "expand", "roles", "file_order")
+_RAISING_WHEN_MISSING = ("infer", "numpy", "expand")
 #: The commands that need each facet, for the error of a plugin without it.
 _NEEDED_BY = {"infer": "every command (shapes are inferred when a net is loaded)",
               "numpy": "running the net with numpy (run, verify)",
-              "expand": "the recurrent rewrite (every command but inspect)",
-              "roles": "moving the layer's weights (weights export|import)",
-              "file_order": "moving the layer's weights (weights export|import)"}
+              "expand": "the recurrent rewrite (every command but inspect)"}
 
 
 class PluginError(CaffeLstmError):

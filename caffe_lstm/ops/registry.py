@@ -12,8 +12,10 @@ fixed signatures; docs/ops.md is their public contract. The rule for the first a
   op that holds no subgraph may be called with ``ctx=None``: only ``holds_subgraph`` ops use it.
 - ``expand(b, node)`` takes the rewrite's NodeBuilder first: it is the rewrite's context.
 - a facet that answers a question about one node outside any walk takes the node first:
-  ``onnx_refusal(node)``, ``synthetic(node, rng, scale)``, ``roles(node, blobs)``,
-  ``file_order(node, roles)``.
+  ``onnx_refusal(node)``, ``synthetic(node, rng, scale)``.
+
+A recurrent type's weight roles (``weights export|import``) are its ``RecurrentSpec``'s
+``roles`` and ``file_order``: the Op base knows nothing of any cell.
 
 Every facet is declared on ``Op`` with its signature. ``parse``, ``blobs``, ``caffe``, ``dot``,
 ``onnx_refusal`` and ``synthetic`` have working defaults; the others raise
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -36,14 +38,11 @@ from caffe_lstm.ops.contexts import (CaffeContext, DotContext, ExpandContext, Im
                                      NumpyContext, OnnxContext, ParamView, ShapeContext,
                                      TensorRTContext)
 
-if TYPE_CHECKING:  # the recurrent package registers its ops through this module
-    from caffe_lstm.ops.recurrent.cell import LstmWeights
-
 _REGISTRY: dict[str, type[Op]] = {}
 
 #: Every facet, in the order docs/ops.md lists them.
 FACETS = ("parse", "infer", "blobs", "numpy", "tensorrt", "onnx", "onnx_refusal", "caffe", "dot",
-          "synthetic", "expand", "roles", "file_order")
+          "synthetic", "expand")
 
 
 class MissingFacetError(NotImplementedError):
@@ -62,14 +61,16 @@ class RecurrentSpec:
             ``clip``), or None.
         static_bottom: the index of the optional static input (``x_static``), or None.
         exposable: whether ``expose_hidden`` (and so ``--state io``) applies to the type.
-        has_layouts: whether ``weights export|import`` moves its weights to other frameworks.
+        roles: ``(node, blobs) -> weights``: the layer's blobs (Caffe's order) by role (an
+            ``LstmWeights``, a ``GruWeights``), for ``weights export|import``; None: the type
+            has no weight layouts.
+        file_order: ``(node, weights) -> blobs``: the inverse of ``roles``.
     """
 
     states: tuple[str, ...]
     cont_bottom: int | None = 1
     static_bottom: int | None = 2
     exposable: bool = True
-    has_layouts: bool = False
     #: The widths of the carried states of a node, in ``states`` order (needed when exposable).
     widths: Callable[[Node], tuple[int, ...]] | None = None
     #: Which nodes of an exposable type can expose their states (None: every one).
@@ -82,6 +83,15 @@ class RecurrentSpec:
     #: without expose_hidden), so that ``state="auto"`` exposes the states where cont may be
     #: non-zero at t = 0; False: every Forward starts from zeros or its initial-state bottoms.
     carries_state: bool = True
+
+    #: The blobs by role, and back (``weights export|import``); both or neither.
+    roles: Callable[[Node, list], Any] | None = None
+    file_order: Callable[[Node, Any], list] | None = None
+
+    @property
+    def has_layouts(self) -> bool:
+        """Whether ``weights export|import`` moves the type's weights (roles declared)."""
+        return self.roles is not None and self.file_order is not None
 
     def can_expose(self, node: Node) -> bool:
         """Whether ``--state io`` can make this node's states inputs and outputs."""
@@ -221,16 +231,6 @@ class Op:
         """Replaces ``node`` by primitive layers appended through ``b`` (the rewrite)."""
         raise _missing("expand", node)
 
-    @staticmethod
-    def roles(node: Node, blobs: list[np.ndarray]) -> LstmWeights:
-        """The blobs (Caffe's order) by role, for ``weights export|import``."""
-        raise _missing("roles", node)
-
-    @staticmethod
-    def file_order(node: Node, roles: LstmWeights) -> list[np.ndarray]:
-        """The inverse of ``roles``: the blobs in Caffe's order."""
-        raise _missing("file_order", node)
-
 
 def has_facet(op: type[Op], facet: str) -> bool:
     """Whether ``op`` (or a base class of it other than ``Op``) defines ``facet`` (as other
@@ -243,15 +243,13 @@ def has_facet(op: type[Op], facet: str) -> bool:
 
 def claimed_facets(op: type[Op]) -> tuple[str, ...]:
     """The facets ``op`` must define, from what it declares: ``infer`` and ``numpy`` always;
-    ``tensorrt`` and ``onnx`` unless it gives a reason why not; ``expand`` when recurrent;
-    ``roles`` and ``file_order`` when its weights have layouts. (``parse`` is optional: a
+    ``tensorrt`` and ``onnx`` unless it gives a reason why not; ``expand`` when recurrent.
+    (``parse`` is optional: a
     param message may hold nothing the op computes with, e.g. sigmoid_param's engine.)"""
     claimed = ["infer", "numpy"]
     claimed += [f for f in ("tensorrt", "onnx") if not getattr(op, f"{f}_missing_reason")]
     if op.recurrent is not None:
         claimed.append("expand")
-        if op.recurrent.has_layouts:
-            claimed += ["roles", "file_order"]
     return tuple(claimed)
 
 

@@ -79,8 +79,8 @@ class StaticInputWeights:
 class LstmWeights(StaticInputWeights):
     """An LSTM's weights by role, as Caffe stores them (arrays, or the rewrite's weight Values);
     gate blocks i, f, o, g along every 4H axis. The one type the equations, the rewrite and the
-    weight layouts share; each recurrent op maps its blobs to it (``roles``) and back
-    (``file_order``).
+    weight layouts share; each recurrent op's RecurrentSpec maps its blobs to it (``roles``) and
+    back (``file_order``).
 
     Attributes:
         w_xc: (4H, I) input weights (the fork's W_x).

@@ -27,7 +27,7 @@ from caffe_lstm.ops.recurrent.cell import StaticInputWeights
 from caffe_lstm.ops.recurrent.cells import ACTIVATIONS, InnerProductGates, gru_step
 from caffe_lstm.ops.recurrent.equations import (as_float32, initial_state, project_inputs,
                                                 project_static, sigmoid, split_arrays)
-from caffe_lstm.ops.recurrent.layers import RecurrentOp
+from caffe_lstm.ops.recurrent.layers import RecurrentOp, in_file_order
 from caffe_lstm.ops.recurrent.rules import (check_stack, has_static, one_state_tops,
                                             parse_recurrent, recurrent_layout,
                                             reject_extensions, write_recurrent)
@@ -170,6 +170,11 @@ def _expand(b: NodeBuilder, node: Node) -> None:
     b.loop(s, [node.outputs[0]], list(node.outputs[1:]) if exposed else None)
 
 
+def _roles(node: Node, blobs: list) -> GruWeights:
+    """The blobs (W_xc, b_c, [W_xc_static], R_z, R_r, R_h, [Rb_h]) by role."""
+    return GruWeights.split(list(blobs), has_static(node, 1), _form(node))
+
+
 def _widths(node: Node) -> tuple[int, ...]:
     return (node.attrs["num_output"],)
 
@@ -189,7 +194,8 @@ class GRU(RecurrentOp):
               "activation_alpha/beta are not read; activations: Sigmoid, TanH or ReLU; "
               "wss321/video-caffe@404110e's GRU is another layer (gru_param, no cont, blobs "
               "W_zr_x, W_zr_h, W_om, W_ox, b_zr, b_o): not read")
-    recurrent = RecurrentSpec(states=("h",), has_layouts=True, widths=_widths)
+    recurrent = RecurrentSpec(states=("h",), widths=_widths, roles=_roles,
+                              file_order=in_file_order)
     onnx_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
     expand = staticmethod(_expand)
 
@@ -233,14 +239,6 @@ class GRU(RecurrentOp):
             return as_float32(h, h_last[None])
         return as_float32(h)
 
-    @staticmethod
-    def roles(node: Node, blobs: list) -> GruWeights:
-        """The blobs (W_xc, b_c, [W_xc_static], R_z, R_r, R_h, [Rb_h]) by role."""
-        return GruWeights.split(list(blobs), has_static(node, 1), _form(node))
-
-    @staticmethod
-    def file_order(node: Node, w: GruWeights) -> list:
-        return w.in_file_order()
 
 
 __all__ = ["GRU", "GRU_GATES", "GruWeights", "gru_steps"]

@@ -97,6 +97,20 @@ def _run_stack(x: np.ndarray, cont: np.ndarray, blobs: list, hidden: int) -> np.
     return h
 
 
+def _lstm_roles(node: Node, blobs: list) -> LstmWeights:
+    """The blobs (file order: W_xc, b_c, [W_xc_static], W_hc, [P], [W_hr]) by role."""
+    if num_layers(node) > 1:
+        raise UnsupportedLayerError(
+            f"recurrent_param.num_layers is {num_layers(node)}: the weight layouts hold "
+            "one level", node.label, "write the stack as one layer per level")
+    return LstmWeights.split(list(blobs), has_static(node, 2), LstmVariant.of(node))
+
+
+def in_file_order(node: Node, w) -> list:
+    """The inverse of a ``roles``: the blobs that are set, in the layer's file order."""
+    return w.in_file_order()
+
+
 @register_op
 class LSTM(RecurrentOp):
     """Caffe's LSTM over T steps (recurrent_param: num_output H, expose_hidden, and the
@@ -125,25 +139,14 @@ class LSTM(RecurrentOp):
     limits = ("MyCaffe's engine: CUDNN reads cont at t = 0 only and ignores later zeros, where "
               "every cont here resets (the same on nets whose cont is 0 at t = 0 only)")
     # a num_layers stack keeps its states inside: each call starts from zeros
-    recurrent = RecurrentSpec(states=("h", "c"), has_layouts=True, widths=state_widths,
+    recurrent = RecurrentSpec(states=("h", "c"), roles=_lstm_roles, file_order=in_file_order,
+                              widths=state_widths,
                               exposable_if=is_one_level)
     expand = staticmethod(expansion.expand_lstm_or_stack)
     # ONNX's own LSTM operator where it is exact (export --lstm-op native; ``native``)
     onnx = staticmethod(native.lstm_onnx)
     onnx_refusal = staticmethod(native.lstm_refusal)
 
-    @staticmethod
-    def roles(node: Node, blobs: list) -> LstmWeights:
-        """The blobs (file order: W_xc, b_c, [W_xc_static], W_hc, [P], [W_hr]) by role."""
-        if num_layers(node) > 1:
-            raise UnsupportedLayerError(
-                f"recurrent_param.num_layers is {num_layers(node)}: the weight layouts hold "
-                "one level", node.label, "write the stack as one layer per level")
-        return LstmWeights.split(list(blobs), has_static(node, 2), LstmVariant.of(node))
-
-    @staticmethod
-    def file_order(node: Node, w: LstmWeights) -> list:
-        return w.in_file_order()
 
     @staticmethod
     def infer(ctx, node: Node, *shapes: Shape) -> tuple[Shape, ...]:
@@ -267,6 +270,16 @@ def _parse_fork(ctx: Any, p: Any) -> dict[str, Any]:
         "BVLC's LSTM with recurrent_param")
 
 
+def _fork_roles(node: Node, blobs: list) -> LstmWeights:
+    """The fork's blobs W_x, W_h, b by role (W_xc, W_hc, b_c of Caffe's cell)."""
+    w_x, w_h, b = blobs
+    return LstmWeights(w_x, b, w_h)
+
+
+def _fork_file_order(node: Node, w: LstmWeights) -> list:
+    return [w.w_xc, w.w_hc, w.b_c]
+
+
 def _expand_fork(b, node: Node) -> None:
     """Either schema as Caffe's cell on (T, N, I), rows reshaped there and back."""
     expansion.expand_fork_lstm(b, node, fork_view(node, tuple(v.shape for v in node.inputs)))
@@ -300,21 +313,12 @@ class Lstm(Op):
     param = "lstm_param"
     # clip plays cont; no static input; each call starts from zeros (no expose_hidden)
     recurrent = RecurrentSpec(states=("h", "c"), static_bottom=None, exposable=False,
-                              has_layouts=True)
+                              roles=_fork_roles, file_order=_fork_file_order)
     expand = staticmethod(_expand_fork)
     # ONNX's own LSTM operator where it is exact (``native``)
     onnx = staticmethod(native.fork_onnx)
     onnx_refusal = staticmethod(native.fork_refusal)
 
-    @staticmethod
-    def roles(node: Node, blobs: list) -> LstmWeights:
-        """The fork's blobs W_x, W_h, b by role (W_xc, W_hc, b_c of Caffe's cell)."""
-        w_x, w_h, b = blobs
-        return LstmWeights(w_x, b, w_h)
-
-    @staticmethod
-    def file_order(node: Node, w: LstmWeights) -> list:
-        return [w.w_xc, w.w_hc, w.b_c]
     n_bottoms = (1, 2)
 
     parse = staticmethod(_parse_fork)
