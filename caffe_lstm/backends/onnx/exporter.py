@@ -13,11 +13,12 @@ the input dims and every dim equal to one of them at all three sizes) or left un
 from __future__ import annotations
 
 import importlib
+import mmap
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -288,15 +289,59 @@ def set_metadata(model: Any, props: Mapping[str, str]) -> None:
         entry.key, entry.value = key, value
 
 
+#: ModelProto's field number of ``metadata_props`` (onnx.proto).
+_METADATA_FIELD = 14
+
+
 def read_metadata(path: str | Path) -> dict[str, str]:
-    """The ``metadata_props`` of the ONNX file ``path`` (its weights are not read)."""
+    """The ``metadata_props`` of the ONNX file ``path``, read without parsing the graph: the
+    top-level fields of the (memory-mapped) ModelProto are walked by their wire format and
+    only the metadata entries are parsed, so a large model costs no more than a small one."""
     onnx = import_module("onnx")
     try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # onnx raises DecodeError, OSError...
+        with open(path, "rb") as stream, mmap.mmap(stream.fileno(), 0,
+                                                    access=mmap.ACCESS_READ) as data:
+            entries = [onnx.StringStringEntryProto.FromString(data[start:end])
+                       for field_number, start, end in _top_level_fields(data)
+                       if field_number == _METADATA_FIELD]
+    except Exception as exc:  # OSError, DecodeError, a truncated or foreign file
         raise ModelLoadError(f"cannot read the ONNX model ({' '.join(str(exc).split())[:200]})",
                              str(path), "give a model written by `caffe-lstm export`") from None
-    return {entry.key: entry.value for entry in model.metadata_props}
+    return {entry.key: entry.value for entry in entries}
+
+
+def _top_level_fields(data: Any) -> Iterator[tuple[int, int, int]]:
+    """(field number, start, end) of each length-delimited field of a serialized message;
+    varint and fixed-size fields are skipped."""
+    position = 0
+    while position < len(data):
+        tag, position = _read_varint(data, position)
+        wire_type = tag & 7
+        if wire_type == 0:
+            _, position = _read_varint(data, position)
+        elif wire_type in (1, 5):
+            position += 8 if wire_type == 1 else 4
+        elif wire_type == 2:
+            size, position = _read_varint(data, position)
+            if position + size > len(data):
+                raise ValueError("truncated protobuf")
+            yield tag >> 3, position, position + size
+            position += size
+        else:
+            raise ValueError(f"unexpected protobuf wire type {wire_type}")
+
+
+def _read_varint(data: Any, position: int) -> tuple[int, int]:
+    """Protobuf's base-128 varint at ``position``: (value, position after it)."""
+    value = shift = 0
+    while True:
+        if position >= len(data) or shift > 63:
+            raise ValueError("truncated protobuf")
+        byte = data[position]
+        value |= (byte & 0x7F) << shift
+        position, shift = position + 1, shift + 7
+        if not byte & 0x80:
+            return value, position
 
 
 def complete_model(model: Any, streamed: Sequence[Streamed]) -> Any:
