@@ -154,8 +154,8 @@ def gru_step(s: Step, x_t: Value, h: Value, recurrent: Gates | Sequence[Gates],
 
 
 def lstm_step(s: Step, x_t: Value, h: Value, c: Value, recurrent: Gates, *,
-              static: Sequence[Value] = (), candidate_activation: str = "TanH",
-              cell_activation: str = "TanH", relu_clip: float = 0.0,
+              static: Sequence[Value] = (), candidate_activation: str = "TANH",
+              cell_activation: str = "TANH", relu_clip: float = 0.0,
               peepholes: dict[str, Value] | None = None, cell_clip: float = 0.0,
               projection: Value | None = None, recurrent_name: str = "h",
               ) -> tuple[Value, Value]:
@@ -212,7 +212,10 @@ def _lstm_activation(s: NodeBuilder, kind: str, relu_clip: float, name: str, x: 
     if kind == "CLIPPED_RELU":
         # min(max(x, 0), κ) = Caffe's Clip with min 0 and max κ
         return s.clip(name, x, 0.0, relu_clip)
-    return x  # IDENTITY
+    if kind == "IDENTITY":
+        return x  # no layer
+    raise GraphError(f"LSTM activation {kind!r} is not one of TANH, SIGMOID, RELU, "
+                     "CLIPPED_RELU, IDENTITY", s.origin, "use recurrent_param's spelling")
 
 
 def _peephole(s: NodeBuilder, gate: str, a: Value, c: Value, peepholes: dict[str, Value],
