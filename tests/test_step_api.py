@@ -2,8 +2,8 @@
 (``lstm_step`` with ``ConvolutionGates`` on the channel axis 2 of (T, N, C, H, W)), whose states
 h and c are (1, N, D, H, W). Checked against torch (conv2d per step, Caffe's cell, cont
 restarting a stream midway) through numpy, the rewrite, verify's TensorRT walk and
-onnxruntime, ``--unroll``, ``--state io`` (``<layer>/h_0`` of shape (1, N, D, H, W)) and a
-dynamic profile over N."""
+onnxruntime, ``--unroll``, ``--state io`` (``<layer>/h_0`` of shape (1, N, D, H, W)), a
+dynamic profile over N and Triton's sequence state with batching."""
 
 from __future__ import annotations
 
@@ -190,3 +190,39 @@ def test_verify_unroll_and_a_dynamic_batch_profile(files, tmp_path):
                    "--shape", f"cont:{T}x1:{T}x2:{T}x4")
     assert done.returncode == 0, done.stderr
     assert "inputs: x, cont, clstm/h_0, clstm/c_0" in done.stdout
+
+
+def test_triton_carries_the_n_c_h_w_states_of_interleaved_sequences(files, tmp_path):
+    """Triton's Python backend with batching: each request one step of one sequence (batch-major
+    x (1, 1, C, H, W), cont (1, 1)), the (1, D, H, W) states kept per sequence id; the steps
+    equal ``run --state io`` of both sequences side by side."""
+    from caffe_lstm.serving.server import ServingError, TritonServer, find_triton
+
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    try:
+        find_triton()
+    except ServingError as exc:
+        pytest.skip(f"the bundled Triton server cannot start here: {exc.line()}")
+    plugin, net, weights = files
+    repository = tmp_path / "repo"
+    done = run_cli("triton", net, "-w", weights, "--plugin", plugin, "-o", repository,
+                   "--shape", f"x:1x1x{C}x{H}x{W}", "--shape", "cont:1x1")
+    assert done.returncode == 0, done.stderr
+    assert "states: clstm/h_0 <- clstm/h_T, clstm/c_0 <- clstm/c_T" in done.stdout
+    arrays = inputs()
+    with isolated_plugin_modules():
+        want = caffe_lstm.load(net, weights, plugins=[plugin]).run(arrays, state="io")["h"]
+    with TritonServer(repository) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        for t in range(T):
+            for s in range(N):  # the two sequences' steps interleaved
+                feeds = {"x": arrays["x"][t:t + 1, s:s + 1].swapaxes(0, 1),
+                         "cont": arrays["cont"][t:t + 1, s:s + 1].T}
+                tensors = []
+                for name, array in feeds.items():
+                    tensors.append(grpcclient.InferInput(name, list(array.shape), "FP32"))
+                    tensors[-1].set_data_from_numpy(np.ascontiguousarray(array))
+                result = client.infer("net", tensors, sequence_id=20 + s,
+                                      sequence_start=t == 0, sequence_end=t == T - 1)
+                np.testing.assert_allclose(result.as_numpy("h")[0, 0], want[t, s], rtol=1e-5,
+                                           atol=1e-5)
