@@ -192,8 +192,10 @@ class GRU(RecurrentOp):
               "FillUnrolledNet)")
     limits = ("recurrent_param's tf_rnn, direction, continue_recur, default_initial and "
               "activation_alpha/beta are not read; activations: Sigmoid, TanH or ReLU; "
-              "wss321/video-caffe@404110e's GRU is another layer (gru_param, no cont, blobs "
-              "W_zr_x, W_zr_h, W_om, W_ox, b_zr, b_o): not read")
+              "wss321/video-caffe@404110e's GRU (gru_param, no cont, blobs W_zr_x, W_zr_h, "
+              "W_om, W_ox, b_zr, b_o; the reset before W_om) is not read: its Forward_cpu adds "
+              "batch row 0's W_om·(r ⊙ h) to every row and reads W_ox, an (H, H) blob, as "
+              "(H, I)")
     recurrent = RecurrentSpec(states=("h",), widths=_widths, roles=_roles,
                               file_order=in_file_order)
     onnx_missing_reason = "expanded by the recurrent rewrite first (run the default pipeline)"
