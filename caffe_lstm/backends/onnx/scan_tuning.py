@@ -57,7 +57,7 @@ def weights_into_bodies(onnx: Any, graph: Any, weight: Callable[[str], np.ndarra
         for name in node.input:
             readers.setdefault(name, []).append(None)
         for body in _bodies(node):
-            for name in {name for inner in body.node for name in inner.input}:
+            for name in _names_read(body):
                 readers.setdefault(name, []).append(body)
     budget, moved = BODY_WEIGHT_BYTES, set()
     for index in reversed(range(len(graph.node))):
@@ -75,6 +75,12 @@ def weights_into_bodies(onnx: Any, graph: Any, weight: Callable[[str], np.ndarra
         moved.add(node.input[0])
         del graph.node[index]
     return {name for name in moved if not readers[name]}
+
+
+def _names_read(graph: Any) -> set[str]:
+    """Every name the nodes of ``graph`` read, those of the graphs inside them included."""
+    return {name for node in graph.node for name in node.input} | {
+        name for node in graph.node for body in _bodies(node) for name in _names_read(body)}
 
 
 def _bodies(node: Any) -> list[Any]:
