@@ -242,3 +242,23 @@ def test_triton_python_backend_served_step_by_step_equals_run_state_io(tmp_path)
                                       sequence_start=t == 0, sequence_end=t == T - 1)
                 np.testing.assert_allclose(result.as_numpy("score"), want[t:t + 1],
                                            rtol=1e-5, atol=1e-5)
+
+
+def test_a_dynamic_image_size_reaches_the_state(tmp_path):
+    """export with H and W ranges and --state io: the state input is (1, D, H, W) with the
+    image's symbolic H and W (a 0 of the state's dims), and onnxruntime at another size equals
+    numpy there."""
+    ort = pytest.importorskip("onnxruntime")
+    model = tmp_path / "dynamic.onnx"
+    done = run_cli("export", NET, "-w", WEIGHTS, "--plugin", PLUGIN, "--state", "io", "-o", model,
+                   "--shape", f"frames:{T}x{C}x4x4:{T}x{C}x{H}x{W}:{T}x{C}x8x9")
+    assert done.returncode == 0, done.stderr
+    assert "gru1/h_0 (1, 4, frames_dim2, frames_dim3)" in done.stdout
+    x = np.random.default_rng(8).standard_normal((T, C, 8, 9)).astype(np.float32)
+    net = caffe_lstm.load(NET, WEIGHTS, plugins=[PLUGIN], shapes={"frames": (T, C, 8, 9)})
+    want = net.run({"frames": x}, state="io")
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    score, h_t = session.run(["score", "gru1/h_T"], {"frames": x, "gru1/h_0": np.zeros(
+        (1, D, 8, 9), np.float32)})
+    np.testing.assert_allclose(score, want["score"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(h_t, want["gru1/h_T"], rtol=1e-5, atol=1e-5)
