@@ -377,7 +377,8 @@ class Net:
         """Writes ``weights init``'s weights (docs/api.md) to ``output``; returns the layers."""
         self._require_layers()
         drawn = synthetic_weights(self.graph, seed, fillers=layer_fillers(self.prototxt))
-        layers = drawn if fillers else unit_scaled(self.graph, drawn, self.random_inputs(seed))
+        layers = drawn if fillers else unit_scaled(self.graph, drawn, self.random_inputs(seed),
+                                                   seed)
         write_caffemodel(output, layers, net_name=self.graph.name)
         return len(layers)
 

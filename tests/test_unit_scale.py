@@ -58,13 +58,13 @@ def pose_net(tmp_path_factory):
     return net, made["scaled"], made["fillers"]
 
 
-def _outputs(tmp_path, net, weights, seed: int) -> np.ndarray:
+def _outputs(tmp_path, net, weights, seed: int, output: str = "pose") -> np.ndarray:
     """The net's output through `run` on the random inputs of ``seed``."""
     out = tmp_path / f"out{seed}.npz"
     proc = run_cli("run", net, "-w", weights, "--seed", seed, "-o", out)
     assert proc.returncode == 0, proc.stderr
     with np.load(out) as arrays:
-        return arrays["pose"]
+        return arrays[output]
 
 
 def test_weights_init_gives_outputs_of_unit_order_that_depend_on_the_input(tmp_path, pose_net):
@@ -96,11 +96,16 @@ def test_each_learnable_layer_before_the_lstm_has_unit_output_on_the_seeds_input
 
 
 def test_the_weights_keep_the_fillers_form_and_the_lstm_keeps_its_own(pose_net):
-    """Each matrix is the --fillers one times a positive factor (the same gaussian draw);
-    biases and the recurrent layer's blobs are the drawn ones, unchanged."""
-    _, scaled, fillers = pose_net
+    """Each matrix is the --fillers one times a positive factor (the same gaussian draw); the
+    LSTM's blobs are the drawn ones. A bias is the drawn one, or, where the layer's output was
+    dominated by per-channel offsets (a convolution reading a ReLU's positive output), the one
+    that centres each channel on the drawn bias: measured on the inputs `run --seed 4` draws."""
+    net, scaled, fillers = pose_net
     drawn = {layer.name: [np.array(b.data) for b in layer.blobs]
              for layer in read_caffemodel(fillers)}
+    layers = [f"conv{i}" for i in range(1, CONVS + 1)] + ["fc", "pose"]
+    outputs = caffe_lstm.load(net, scaled, outputs=layers).run(seed=4)
+    centred = []
     for layer in read_caffemodel(scaled):
         blobs = [np.array(b.data) for b in layer.blobs]
         if layer.name == "lstm":
@@ -110,8 +115,14 @@ def test_the_weights_keep_the_fillers_form_and_the_lstm_keeps_its_own(pose_net):
         factor = blobs[0][0] / drawn[layer.name][0][0]
         assert factor > 1, layer.name  # std 0.01 shrinks: every layer is scaled up
         np.testing.assert_allclose(blobs[0], drawn[layer.name][0] * factor, rtol=1e-5)
-        for ours, theirs in zip(blobs[1:], drawn[layer.name][1:]):
-            np.testing.assert_array_equal(ours, theirs)
+        if not np.array_equal(blobs[1], drawn[layer.name][1]):
+            output = outputs[layer.name]
+            channel = 1 if layer.name.startswith("conv") else output.ndim - 1
+            means = output.mean(axis=tuple(a for a in range(output.ndim) if a != channel))
+            np.testing.assert_allclose(means, drawn[layer.name][1], atol=1e-4)
+            centred.append(layer.name)
+    # the first convolution reads N(0, 1) inputs: no offset; some reading ReLUs are centred
+    assert "conv1" not in centred and centred, centred
 
 
 def test_the_same_net_and_seed_give_the_same_file(tmp_path, pose_net):
@@ -159,3 +170,85 @@ def test_a_net_that_cannot_run_is_one_error_line_naming_fillers(tmp_path):
     assert not out.exists()
     made = run_cli("weights", "init", net, "-o", out, "--plugin", plugin, "--fillers")
     assert made.returncode == 0, made.stderr
+
+
+BLOCKS = 10
+
+
+def _block(i: int, bottom: str) -> str:
+    """conv → BatchNorm → Scale → ReLU, in place as ResNets and Inception-BN write them; the
+    convolution has no bias (BatchNorm's mean takes its place) and a pose net's filler."""
+    return (f'layer {{ name: "conv{i}" type: "Convolution" bottom: "{bottom}" top: "conv{i}" '
+            f'convolution_param {{ num_output: 8 kernel_size: 3 pad: 1 bias_term: false '
+            f'weight_filler {{ type: "gaussian" std: 0.01 }} }} }}\n'
+            f'layer {{ name: "bn{i}" type: "BatchNorm" bottom: "conv{i}" top: "conv{i}" '
+            f'batch_norm_param {{ use_global_stats: true }} }}\n'
+            f'layer {{ name: "scale{i}" type: "Scale" bottom: "conv{i}" top: "conv{i}" '
+            f'scale_param {{ bias_term: true }} }}\n'
+            f'layer {{ name: "relu{i}" type: "ReLU" bottom: "conv{i}" top: "conv{i}" }}\n')
+
+
+#: A deep BatchNorm net as the AFEW Inception+LSTM is built (T=3 frames of N=2 clips): blocks
+#: of conv-BN-Scale-ReLU, a global average pool, then an LSTM over the frames. Drawn at random,
+#: BatchNorm's statistics and Scale's γ, β add an input-independent constant to every channel
+#: of every block, which rescaling alone cannot take out.
+DEEP_BN = (
+    'name: "deep_bn"\n'
+    'input: "data" input_shape { dim: 6 dim: 3 dim: 12 dim: 12 }\n'
+    'input: "cont" input_shape { dim: 3 dim: 2 }\n'
+    + "".join(_block(i, "data" if i == 1 else f"conv{i - 1}") for i in range(1, BLOCKS + 1))
+    + f'layer {{ name: "pool" type: "Pooling" bottom: "conv{BLOCKS}" top: "pool" '
+      'pooling_param { pool: AVE global_pooling: true } }\n'
+      'layer { name: "frames" type: "Reshape" bottom: "pool" top: "frames" '
+      'reshape_param { shape { dim: 3 dim: 2 dim: 8 } } }\n'
+      'layer { name: "lstm" type: "LSTM" bottom: "frames" bottom: "cont" top: "lstm" '
+      'recurrent_param { num_output: 8 } }\n'
+      'layer { name: "prob" type: "InnerProduct" bottom: "lstm" top: "prob" '
+      'inner_product_param { num_output: 5 axis: 2 } }\n')
+
+
+def _moved(tmp_path, net, weights, output: str) -> float:
+    """How much ``output`` moves between the inputs of `run --seed 4` and `--seed 5`, relative
+    to its spread: std(y₄ − y₅) / std(y₄) (about √2 for two unrelated outputs)."""
+    first, second = (_outputs(tmp_path, net, weights, seed, output) for seed in (4, 5))
+    return float(np.std(first - second) / np.std(first))
+
+
+def test_a_deep_batchnorm_net_depends_on_its_input_by_default_not_with_fillers(tmp_path):
+    """By default BatchNorm's statistics are its input's own (it normalises) and Scale's γ, β
+    sit near 1 and 0: the output depends on the input. With --fillers, the drawn statistics
+    and γ, β leave the output the same whatever the input."""
+    net = tmp_path / "deep_bn.prototxt"
+    net.write_text(DEEP_BN)
+    moved = {}
+    for name, extra in (("scaled", ()), ("fillers", ("--fillers",))):
+        weights = tmp_path / f"{name}.caffemodel"
+        proc = run_cli("weights", "init", net, "-o", weights, "--seed", 4, *extra)
+        assert proc.returncode == 0, proc.stderr
+        moved[name] = _moved(tmp_path, net, weights, "prob")
+    assert moved["scaled"] > 0.1, moved
+    assert moved["fillers"] < 1e-3, moved
+
+
+def test_batchnorm_is_measured_on_its_input_and_scale_drawn_near_one_and_zero(tmp_path):
+    """BatchNorm's blobs hold its input's per-channel mean and variance on the seed's inputs,
+    times the factor a trained net's moving average reaches (Caffe divides by it), so that it
+    normalises exactly there; Scale's γ is within 1 ± 0.2 and β within ± 0.1."""
+    net, weights = tmp_path / "deep_bn.prototxt", tmp_path / "w.caffemodel"
+    net.write_text(DEEP_BN)
+    assert run_cli("weights", "init", net, "-o", weights, "--seed", 4).returncode == 0
+    blobs = {layer.name: [np.array(b.data) for b in layer.blobs]
+             for layer in read_caffemodel(weights)}
+    torch = pytest.importorskip("torch")
+    data = caffe_lstm.load(net).random_inputs(4)["data"]  # what `run --seed 4` feeds
+    kernel = blobs["conv1"][0].reshape(8, 3, 3, 3).astype(np.float32)
+    conv1 = torch.nn.functional.conv2d(torch.from_numpy(data), torch.from_numpy(kernel),
+                                       padding=1).numpy()  # bn1's input (in place, unnamed)
+    mean, variance, factor = blobs["bn1"]
+    assert factor.shape == (1,) and 999 < factor[0] < 1000, factor
+    np.testing.assert_allclose(mean / factor, conv1.mean(axis=(0, 2, 3)), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(variance / factor, conv1.var(axis=(0, 2, 3)), rtol=1e-3)
+    for i in range(1, BLOCKS + 1):
+        gamma, beta = blobs[f"scale{i}"]
+        assert np.all(np.abs(gamma - 1) <= 0.2) and np.all(np.abs(beta) <= 0.1), i
+        assert np.ptp(gamma) > 0 and np.ptp(beta) > 0, i  # spread: skipping it would show

@@ -12,6 +12,18 @@ its matrices); where that call's output is still off, y(s) = s·A + B (the bias)
 two calls and std(s·A + B) = 1 solved for s, a third call. One walk: the cost is one forward
 plus one or two more calls per rescaled layer.
 
+Rescaling cannot remove what does not depend on the input. Drawn at random, a BatchNorm's
+statistics and a Scale's γ and β add a different constant to every channel of every block;
+and a convolution reading a ReLU's (positive) output shifts each of its channels by the mean
+input times its kernel's sum. After some sixty such layers an Inception net maps every clip to
+about the same features (its pooled features moved 0.05 % between two inputs). So a layer
+whose op has a ``calibrate`` rule gets, when the walk reaches it, the blobs that rule makes
+from its actual input instead, as a trained net has them, and is not rescaled again:
+BatchNorm's statistics are its input's own, so it normalises; Scale's γ is near 1 and β near
+0; Convolution, Deconvolution and InnerProduct come out at unit scale in one step from their
+drawn output, their per-channel offsets taken out through the bias where they dominate
+(ops/unit_output.py). The cost stays one forward plus at most two more calls per layer.
+
 Recurrent layers keep the weights they were drawn with (their fillers, or the fan-in default
 that keeps the recurrence contracting: a unit-scale recurrence can be chaotic), and so do the
 layers inside a loop body.
@@ -19,7 +31,6 @@ layers inside a loop body.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -27,21 +38,24 @@ import numpy as np
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Graph, Node, Value, clone_graph
-from caffe_lstm.ops import recurrent_spec
+from caffe_lstm.ops import get_op, recurrent_spec
+from caffe_lstm.ops.unit_output import NO_SPREAD, unit_factor
 
 #: Blobs of a layer, as ``synthetic_weights`` gives them: (layer name, type, arrays).
 LayerBlobs = tuple[str, str, list[np.ndarray]]
 
 #: The output's std is 1 within this: a layer already there is not run again.
 TOLERANCE = 0.02
-#: Below this an output carries nothing to rescale (dead units, a zero input): left as drawn.
-_NO_SPREAD = 1e-30
+#: Mixed into the seed of the calibration rules' generator (apart from the weights' draw).
+_CALIBRATION_STREAM = 23
 
 
 def unit_scaled(graph: Graph, layers: Sequence[LayerBlobs],
-                feeds: Mapping[str, np.ndarray]) -> list[LayerBlobs]:
+                feeds: Mapping[str, np.ndarray], seed: int = 0) -> list[LayerBlobs]:
     """``layers`` with each learnable layer's matrices rescaled so that its output has unit
-    standard deviation on ``feeds`` (graph order; see the module's docstring).
+    standard deviation on ``feeds``, and the layers whose op calibrates given their
+    calibrated blobs (graph order; see the module's docstring). ``seed``: of the values the
+    ops' ``calibrate`` rules draw.
 
     A copy of ``graph`` (shaped) gets the blobs of ``layers`` by layer name, runs once, and
     gives them back in the same order.
@@ -55,7 +69,7 @@ def unit_scaled(graph: Graph, layers: Sequence[LayerBlobs],
         for value, blob in zip(nodes[name].weights, blobs):
             value.data = np.asarray(blob, np.float32)
     try:
-        _UnitScaling(graph).run(feeds)
+        _UnitScaling(graph, seed).run(feeds)
     except CaffeLstmError as exc:
         raise type(exc)(f"the net cannot run to scale its synthetic weights: {exc.what}",
                         exc.where, "keep the drawn weights as they are with fillers=True"
@@ -67,12 +81,16 @@ def unit_scaled(graph: Graph, layers: Sequence[LayerBlobs],
 class _UnitScaling(NumpyExecutor):
     """The numpy executor rescaling each top-level learnable layer as the walk reaches it."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, seed: int) -> None:
         super().__init__(graph)
         self._top_level = {id(node) for node in graph.nodes}
         self._rescaled: set[int] = set()  # weights shared by several layers: rescaled once
+        # a stream of its own: the drawn weights came from default_rng(seed)
+        self._rng = np.random.default_rng((seed, _CALIBRATION_STREAM))
 
     def visit(self, node: Node, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if self._calibrate(node, inputs):
+            return super().visit(node, inputs)
         results = super().visit(node, inputs)
         matrices = self._matrices(node) if results else []  # Silence has no top
         self._rescaled.update(id(value) for value in matrices)
@@ -88,9 +106,24 @@ class _UnitScaling(NumpyExecutor):
             return results
         # with a bias, y(s) = s·A + B: A and B from the two runs, then std(s·A + B) = 1
         slope = (results[0].astype(np.float64) - first) / (factor - 1)
-        solved = _unit_factor(slope, first - slope)
+        solved = unit_factor(slope, first - slope)
         return (results if solved is None
                 else self._run_scaled(node, inputs, matrices, drawn, solved))
+
+    def _calibrate(self, node: Node, inputs: list[np.ndarray]) -> bool:
+        """Gives ``node`` the blobs its op's ``calibrate`` rule makes from its inputs (then it
+        is not rescaled); False where the rule has none for it."""
+        if (id(node) not in self._top_level or not node.weights
+                or any(id(value) in self._rescaled for value in node.weights)):
+            return False
+        blobs = get_op(node.op).calibrate(node, self._rng, inputs,
+                                          [value.data for value in node.weights])
+        if blobs is None:
+            return False
+        for value, blob in zip(node.weights, blobs):
+            value.data = np.asarray(blob, np.float32)
+        self._rescaled.update(id(value) for value in node.weights)
+        return True
 
     def _run_scaled(self, node: Node, inputs: list[np.ndarray], matrices: list[Value],
                     drawn: list[np.ndarray], factor: float) -> list[np.ndarray]:
@@ -112,15 +145,4 @@ class _UnitScaling(NumpyExecutor):
 def _spread(output: np.ndarray) -> float | None:
     """The output's standard deviation; None where there is nothing to rescale."""
     spread = float(np.std(output, dtype=np.float64))
-    return spread if np.isfinite(spread) and spread >= _NO_SPREAD else None
-
-
-def _unit_factor(slope: np.ndarray, offset: np.ndarray) -> float | None:
-    """The s > 0 with std(s·slope + offset) = 1: s²·var(A) + 2s·cov(A, B) + var(B) − 1 = 0;
-    None when there is none (the bias alone spreads the output by 1 or more)."""
-    slope, offset = slope - slope.mean(), offset - offset.mean()
-    a, b = float(np.mean(slope ** 2)), 2 * float(np.mean(slope * offset))
-    c = float(np.mean(offset ** 2)) - 1
-    if a <= 0 or c >= 0:
-        return None
-    return (-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)  # c < 0: one root is positive
+    return spread if np.isfinite(spread) and spread >= NO_SPREAD else None

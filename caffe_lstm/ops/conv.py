@@ -15,6 +15,7 @@ import numpy as np
 
 from caffe_lstm.ir.graph import Node, Shape
 from caffe_lstm.ops.registry import Op, canonical_axis, count, register_op, shape_error
+from caffe_lstm.ops.unit_output import unit_output_blobs
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,12 @@ class Convolution(Op):
         return _conv_weight_blobs(node, weight)
 
     @staticmethod
+    def calibrate(node: Node, rng, inputs, blobs):
+        """Unit output, its channels centred where offsets dominate (ops/unit_output.py)."""
+        (output,) = Convolution.numpy(None, node, *inputs, *blobs)
+        return unit_output_blobs(output, blobs, conv_geometry(node, inputs[0].shape).axis)
+
+    @staticmethod
     def numpy(ctx, node: Node, x, w, b=None):
         g = conv_geometry(node, x.shape)
         batched = _batched(x, g.axis)
@@ -212,6 +219,12 @@ class Deconvolution(Op):
         g = conv_geometry(node, x)
         weight = (x[g.axis], node.attrs["num_output"] // node.attrs["group"]) + g.kernel
         return _conv_weight_blobs(node, weight)
+
+    @staticmethod
+    def calibrate(node: Node, rng, inputs, blobs):
+        """Unit output, its channels centred where offsets dominate (ops/unit_output.py)."""
+        (output,) = Deconvolution.numpy(None, node, *inputs, *blobs)
+        return unit_output_blobs(output, blobs, conv_geometry(node, inputs[0].shape).axis)
 
     @staticmethod
     def numpy(ctx, node: Node, x, w, b=None):

@@ -103,6 +103,10 @@ def _check_eltwise_params(node: Node, n_bottoms: int) -> None:
         raise shape_error(node, f"expected one coeff per bottom ({n_bottoms}), found {len(coeff)}")
 
 
+#: How far ``weights init`` draws Scale's γ from 1 and β from 0 (its ``calibrate``).
+GAMMA_SPREAD, BETA_SPREAD = 0.2, 0.1
+
+
 @register_op
 class Scale(Op):
     """y = x ⊙ s (+ b), s broadcast over x from ``axis`` (scale_param).
@@ -137,6 +141,17 @@ class Scale(Op):
             return (("bias", s),) if bias_term else ()
         shape = learned_operand_shape(node, x)
         return (("scale", shape), ("bias", shape)) if bias_term else (("scale", shape),)
+
+    @staticmethod
+    def calibrate(node: Node, rng, inputs, blobs):
+        """γ near 1 and β near 0, where Caffe starts them (constant 1 and 0 without a filler)
+        and where training keeps them next to a BatchNorm; spread (γ in 1 ± GAMMA_SPREAD, β in
+        ± BETA_SPREAD) so that a candidate skipping the layer would not pass ``verify``."""
+        learned_scale = len(inputs) == 1  # blob 0 is s; with two bottoms only the bias
+        return [rng.uniform(1 - GAMMA_SPREAD, 1 + GAMMA_SPREAD, blob.shape)
+                if learned_scale and i == 0 else
+                rng.uniform(-BETA_SPREAD, BETA_SPREAD, blob.shape)
+                for i, blob in enumerate(blobs)]
 
     @staticmethod
     def numpy(ctx, node: Node, x, s, b=None):

@@ -7,6 +7,7 @@ import numpy as np
 from caffe_lstm.errors import ExecutionError
 from caffe_lstm.ir.graph import Node, Shape
 from caffe_lstm.ops.registry import Op, canonical_axis, count, register_op, shape_error
+from caffe_lstm.ops.unit_output import unit_output_blobs
 
 
 @register_op
@@ -44,6 +45,13 @@ class InnerProduct(Op):
         k, n = count(x, axis), node.attrs["num_output"]
         weight = ("weight", (k, n) if node.attrs["transpose"] else (n, k))
         return (weight, ("bias", (n,))) if node.attrs["bias_term"] else (weight,)
+
+    @staticmethod
+    def calibrate(node: Node, rng, inputs, blobs):
+        """Unit output, its channels (the last axis) centred where offsets dominate
+        (ops/unit_output.py)."""
+        (output,) = InnerProduct.numpy(None, node, *inputs, *blobs)
+        return unit_output_blobs(output, blobs, output.ndim - 1)
 
     @staticmethod
     def numpy(ctx, node: Node, x, w, b=None):

@@ -21,6 +21,12 @@ def _per_channel(values: np.ndarray, rank: int) -> np.ndarray:
     return values.reshape((1, -1) + (1,) * (rank - 2)) if rank > 1 else values.reshape(-1)
 
 
+#: The factor blob of a trained BatchNorm: Caffe's moving average updates it to λ·factor + 1
+#: each iteration (batch_norm_layer.cpp, λ = moving_average_fraction, 0.999 by default), so
+#: after 10⁴ iterations it is (1 − λ¹⁰⁰⁰⁰) / (1 − λ) ≈ 999.95, the statistics stored times it.
+TRAINED_FACTOR = (1 - 0.999 ** 10_000) / (1 - 0.999)
+
+
 @register_op
 class BatchNorm(Op):
     """y = (x − μ) / √(σ² + eps) per channel (batch_norm_param).
@@ -59,6 +65,21 @@ class BatchNorm(Op):
         """Stored statistics a trained net could have: variances > 0, the factor 1."""
         (c,), _, _ = [v.shape for v in node.weights]
         return [rng.uniform(-scale, scale, c), rng.uniform(0.5, 1.5, c), np.ones(1)]
+
+    @staticmethod
+    def calibrate(node: Node, rng, inputs, blobs):
+        """The statistics of the input itself, as training leaves them, so that the layer
+        normalises: μ and the biased σ² of each channel over the batch and spatial axes, stored
+        times the factor Caffe's moving average reaches (TRAINED_FACTOR); where a channel has a
+        single value (one sample, no spatial axes) those of the whole input."""
+        x = inputs[0].astype(np.float64)
+        channels = _channels(x.shape)
+        if x.size > channels:
+            axes = tuple(a for a in range(x.ndim) if a != 1)
+            mu, var = x.mean(axis=axes), x.var(axis=axes)
+        else:
+            mu, var = np.full(channels, x.mean()), np.full(channels, x.var())
+        return [mu * TRAINED_FACTOR, var * TRAINED_FACTOR, np.full(1, TRAINED_FACTOR)]
 
     @staticmethod
     def numpy(ctx, node: Node, x, mean, variance, factor):

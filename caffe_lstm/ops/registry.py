@@ -12,13 +12,14 @@ fixed signatures; docs/ops.md is their public contract. The rule for the first a
   op that holds no subgraph may be called with ``ctx=None``: only ``holds_subgraph`` ops use it.
 - ``expand(b, node)`` takes the rewrite's NodeBuilder first: it is the rewrite's context.
 - a facet that answers a question about one node outside any walk takes the node first:
-  ``onnx_refusal(node)``, ``synthetic(node, rng, scale)``.
+  ``onnx_refusal(node)``, ``synthetic(node, rng, scale)``,
+  ``calibrate(node, rng, inputs, blobs)``.
 
 A recurrent type's weight roles (``weights export|import``) are its ``RecurrentSpec``'s
 ``roles`` and ``file_order``: the Op base knows nothing of any cell.
 
 Every facet is declared on ``Op`` with its signature. ``parse``, ``blobs``, ``caffe``, ``dot``,
-``onnx_refusal`` and ``synthetic`` have working defaults; the others raise
+``onnx_refusal``, ``synthetic`` and ``calibrate`` have working defaults; the others raise
 MissingFacetError unless overridden. Which facets an op must override follows from what it
 declares (``claimed_facets``), and ``register_op`` refuses a class that lacks one.
 """
@@ -42,7 +43,7 @@ _REGISTRY: dict[str, type[Op]] = {}
 
 #: Every facet, in the order docs/ops.md lists them.
 FACETS = ("parse", "infer", "blobs", "numpy", "tensorrt", "onnx", "onnx_refusal", "caffe", "dot",
-          "synthetic", "expand")
+          "synthetic", "calibrate", "expand")
 
 
 class MissingFacetError(NotImplementedError):
@@ -224,6 +225,16 @@ class Op:
     def synthetic(node: Node, rng: np.random.Generator, scale: float) -> list[np.ndarray] | None:
         """Plausible random blobs for ``weights init`` where uniform noise would not do
         (BatchNorm needs variances > 0). Default None: uniform noise."""
+        return None
+
+    @staticmethod
+    def calibrate(node: Node, rng: np.random.Generator, inputs: list[np.ndarray],
+                  blobs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """The blobs ``weights init`` gives the node by default (its unit-scale walk), from
+        the drawn ``blobs`` and the node's bottoms ``inputs`` on the net's random inputs, for a
+        layer whose trained values follow from the data or sit near a known point
+        (BatchNorm's statistics are its input's). Default None: the drawn blobs, the matrices
+        then rescaled to unit output."""
         return None
 
     @staticmethod
