@@ -137,7 +137,7 @@ def test_corpus2_deploy_net_builds_exports_and_verifies(invoke, tmp_path, name):
         assert result.exit_code == 0, (args[0], result.stderr)
     assert engine.read_bytes()[:4] == b"vtrt" and model.stat().st_size > 0
     result = invoke("verify", net, "-w", weights, "--runtime", "tensorrt-rtx", "--onnxruntime",
-                    *options)
+                    *options, *VERIFY_TOLERANCES.get(name, ()))
     # weights init's default keeps every output's signal, the 69 BatchNorm/Scale blocks of
     # the Inception+LSTM included (BatchNorm measured on its input, Scale near 1 and 0)
     assert result.exit_code == 0, result.stdout + result.stderr
@@ -151,6 +151,13 @@ def test_corpus2_deploy_net_builds_exports_and_verifies(invoke, tmp_path, name):
         assert rows and all(line.endswith(" ok") for line in rows), result.stdout
 
 
+#: Where float32 alone exceeds verify's default tolerances: with the signal alive through
+#: Curve-Text-Detector's 100-odd ResNet layers (unit-scale values), orders of summation differ
+#: by up to 2.4e-4 at its outputs (the first layer beyond 1e-5: res2c, 10 layers in).
+VERIFY_TOLERANCES = {"Yuliang-Liu__Curve-Text-Detector/models__ctd__test_ctd_tloc.prototxt":
+                     ("--atol", "1e-3", "--rtol", "1e-3")}
+
+
 @needs_corpus2
 def test_deepdiary_caption_net_verifies_at_a_given_batch(invoke, tmp_path):
     """The deepdiary test net (HDF5 data: the batch is the data's) with 2 images and their
@@ -162,6 +169,7 @@ def test_deepdiary_caption_net_verifies_at_a_given_batch(invoke, tmp_path):
     weights = tmp_path / "w.caffemodel"
     result = invoke("weights", "init", corpus2_path(name), "-o", weights, *shapes)
     assert result.exit_code == 0, result.stderr
+    # its 4539-word ip2 reads an LSTM of 30 steps: float32 differs by up to 2e-5 there
     result = invoke("verify", corpus2_path(name), "-w", weights, "--runtime", "tensorrt-rtx",
-                    "--onnxruntime", *shapes)
+                    "--onnxruntime", *shapes, "--atol", "5e-5")
     assert result.exit_code == 0 and result.stdout.count(" ok\n") == 3, result.stdout

@@ -233,7 +233,8 @@ def test_a_deep_batchnorm_net_depends_on_its_input_by_default_not_with_fillers(t
 def test_batchnorm_is_measured_on_its_input_and_scale_drawn_near_one_and_zero(tmp_path):
     """BatchNorm's blobs hold its input's per-channel mean and variance on the seed's inputs,
     times the factor a trained net's moving average reaches (Caffe divides by it), so that it
-    normalises exactly there; Scale's γ is within 1 ± 0.2 and β within ± 0.1."""
+    normalises there (each channel's variance pooled a little with the layer's); Scale's γ is
+    within 1 ± 0.2 and β within ± 0.1."""
     net, weights = tmp_path / "deep_bn.prototxt", tmp_path / "w.caffemodel"
     net.write_text(DEEP_BN)
     assert run_cli("weights", "init", net, "-o", weights, "--seed", 4).returncode == 0
@@ -247,7 +248,10 @@ def test_batchnorm_is_measured_on_its_input_and_scale_drawn_near_one_and_zero(tm
     mean, variance, factor = blobs["bn1"]
     assert factor.shape == (1,) and 999 < factor[0] < 1000, factor
     np.testing.assert_allclose(mean / factor, conv1.mean(axis=(0, 2, 3)), rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(variance / factor, conv1.var(axis=(0, 2, 3)), rtol=1e-3)
+    # each channel's m = 6·12·12 values pooled with 16 of the layer's mean variance
+    m, measured = conv1.size / 8, conv1.var(axis=(0, 2, 3), dtype=np.float64)
+    np.testing.assert_allclose(variance / factor, (m * measured + 16 * measured.mean()) /
+                               (m + 16), rtol=1e-4)
     for i in range(1, BLOCKS + 1):
         gamma, beta = blobs[f"scale{i}"]
         assert np.all(np.abs(gamma - 1) <= 0.2) and np.all(np.abs(beta) <= 0.1), i

@@ -25,6 +25,9 @@ def _per_channel(values: np.ndarray, rank: int) -> np.ndarray:
 #: each iteration (batch_norm_layer.cpp, λ = moving_average_fraction, 0.999 by default), so
 #: after 10⁴ iterations it is (1 − λ¹⁰⁰⁰⁰) / (1 − λ) ≈ 999.95, the statistics stored times it.
 TRAINED_FACTOR = (1 - 0.999 ** 10_000) / (1 - 0.999)
+#: ``weights init``'s BatchNorm statistics: the values per channel a layer's variance is
+#: worth in each channel's (see ``BatchNorm.calibrate``).
+PRIOR_COUNT = 16
 
 
 @register_op
@@ -77,6 +80,12 @@ class BatchNorm(Op):
         if x.size > channels:
             axes = tuple(a for a in range(x.ndim) if a != 1)
             mu, var = x.mean(axis=axes), x.var(axis=axes)
+            # few values per channel (a deep layer at a small image): each channel's variance
+            # is pooled with the layer's, as if PRIOR_COUNT more values had that variance, so
+            # that a channel that happened to be nearly constant does not amplify its
+            # rounding errors (a trained net's running variance averages many batches)
+            count = x.size / channels
+            var = (count * var + PRIOR_COUNT * var.mean()) / (count + PRIOR_COUNT)
         else:
             mu, var = np.full(channels, x.mean()), np.full(channels, x.var())
         return [mu * TRAINED_FACTOR, var * TRAINED_FACTOR, np.full(1, TRAINED_FACTOR)]
