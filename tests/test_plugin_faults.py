@@ -1,7 +1,8 @@
 """A plugin's faults are the plugin's, in one line (issue 21, acceptance 5): a facet returning
 what its walker cannot take (a bare value, a wrong count, a wrong kind), a numpy output that
 contradicts the op's own ``infer``, an ONNX tensor name nothing makes, a syntax error, a
-recurrent type asked for states it cannot expose. Each through the CLI on a small plugin file
+recurrent type asked for states it cannot expose, attrs only a built-in facet
+reads missing from a layer its expansion built. Each through the CLI on a small plugin file
 written here: one ``error:`` line naming the plugin's file:line, the facet and the layer, exit 1,
 no traceback without --debug, nothing written.
 """
@@ -329,3 +330,66 @@ def test_a_builder_refusing_the_plugin_s_call_is_the_plugin_s_error(tmp_path):
     assert (f"the plugin '{plugin}' (file) failed in the expand facet of 'ConvGRU': GraphError: "
             "the step has 1 outputs, the loop was given 2 sequences") in line
     assert f"({plugin}:{line_no}, in expand" in line and "layer 'gru1' (ConvGRU)" in line
+
+
+#: Frobnicate written as one Power layer, given only the attr its infer never reads: the
+#: numpy, tensorrt and onnx facets of Power read power and shift too.
+AS_POWER = '''from caffe_lstm.ops import Op, register_op
+
+
+@register_op
+class Frobnicate(Op):
+    """y = 2·x, as Caffe's Power layer."""
+    type = "Frobnicate"
+    infer = staticmethod(lambda ctx, node, x: (x,))
+    numpy = staticmethod(lambda ctx, node, x: (x * 2,))
+
+    @staticmethod
+    def expand(b, node):
+        b.add("Power", "double", node.inputs, {"scale": 2.0}, outputs=node.outputs)
+'''
+
+
+@pytest.mark.parametrize("facet, command, output", [
+    ("numpy", "run", "out.npz"), ("numpy", "verify", None), ("tensorrt", "convert", "net.engine"),
+    ("onnx", "export", "net.onnx")])
+def test_bad_attrs_given_to_the_builder_are_the_plugin_s_at_its_b_add_line(
+        tmp_path, facet, command, output):
+    """An attr only a built-in's numpy, tensorrt or onnx facet reads (its infer passed),
+    missing from a layer the plugin's b.add built: the plugin's error at that b.add line,
+    naming the facet and the layer, instead of a KeyError traceback from the built-in."""
+    net, weights, plugin = write_files(tmp_path)
+    plugin.write_text(AS_POWER)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    written = ("-o", tmp_path / output) if output else ()
+    args = (command, net, "-w", weights, "--plugin", plugin, *written)
+    line = assert_one_error_line(run_cli(*args))
+    add_line = AS_POWER.splitlines().index(
+        '        b.add("Power", "double", node.inputs, {"scale": 2.0}, outputs=node.outputs)') + 1
+    assert (f"the {facet} facet of 'Power' failed on layer '__frob/double' that the plugin "
+            f"'{plugin}' (file) at {plugin}:{add_line} built (in expand): KeyError: 'power'") in line, line
+    assert "layer 'frob' (Frobnicate)" in line and "a bug of the plugin" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    if command == "run":  # --debug: the built-in's KeyError, the plugin's error's cause
+        done = run_cli("--debug", *args)
+        assert "KeyError: 'power'" in done.stderr and "PluginError" in done.stderr
+
+
+@pytest.mark.parametrize("command, output", [("run", "out.npz"), ("convert", "net.engine")])
+def test_bad_attrs_of_a_step_body_layer_are_the_plugin_s_at_its_add(tmp_path, command, output):
+    """The same inside a recurrent plugin's time step (samples/conv_gru_plugin, one line
+    changed): the loop body's layer and the plugin's line adding it are named."""
+    sample = SAMPLES / "conv_gru_plugin"
+    source = (sample / "caffe_lstm_conv_gru" / "__init__.py").read_text()
+    wrong = '        s.output(s.add("Power", "bad", [h_t], {"scale": 1.0})[0])'
+    plugin = tmp_path / "conv_gru.py"
+    plugin.write_text(source.replace("        s.output(h_t)", wrong))
+    line_no = plugin.read_text().splitlines().index(wrong) + 1
+    line = assert_one_error_line(run_cli(
+        command, sample / "conv_gru.prototxt", "-w", sample / "conv_gru.caffemodel",
+        "--plugin", plugin, "-o", tmp_path / output))
+    facet = "numpy" if command == "run" else "tensorrt"
+    assert (f"the {facet} facet of 'Power' failed on layer '__gru1/bad' that the plugin "
+            f"'{plugin}' (file) at {plugin}:{line_no} built (in expand): KeyError: 'power'") \
+        in line, line
+    assert "layer 'gru1' (ConvGRU)" in line and not (tmp_path / output).exists()

@@ -21,7 +21,7 @@ from caffe_lstm.errors import CaffeLstmError, ExecutionError, ModelLoadError
 from caffe_lstm.ir.graph import Graph, Node, Value, aligned
 from caffe_lstm.ir.walk import GraphWalker, Progress
 from caffe_lstm.ops import get_op
-from caffe_lstm.ops.plugins import checked_results, plugin_of, wrong_result
+from caffe_lstm.ops.plugins import built_fault, checked_results, plugin_of, wrong_result
 
 
 class NumpyExecutor(GraphWalker[np.ndarray]):
@@ -104,7 +104,10 @@ class NumpyExecutor(GraphWalker[np.ndarray]):
 
 def _reraise(node: Node, exc: Exception) -> None:
     """What a failing facet raises: a user error as an ``ExecutionError`` naming the node; a
-    bug with its traceback kept, noted with the node that was running."""
+    bug with its traceback kept, noted with the node that was running; a built-in facet's bug
+    on a layer a plugin built, that plugin's error."""
+    if (fault := built_fault(node, "numpy", exc)) is not None:
+        raise fault from exc
     if isinstance(exc, CaffeLstmError):
         raise ExecutionError(f"while executing {node.name} ({node.op}): {exc.what}",
                              exc.where, exc.hint) from exc

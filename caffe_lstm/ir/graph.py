@@ -42,7 +42,10 @@ class Node:
 
     ``origin`` is the Caffe layer the node came from (for a node inserted by a rewrite, the
     layer it expands; such nodes have names starting with ``__``). ``where`` is a source
-    location for messages (``net.prototxt:12``) when known.
+    location for messages (``net.prototxt:12``) when known. ``built_by`` names, for a layer a
+    plugin's expansion built, that plugin and its ``b.add`` call (``the plugin 'x' (file) at
+    x.py:19``) and ``built_for`` the layer it expanded: a built-in facet failing on such a
+    layer is the plugin's error (bad attrs given to the builder), at that call.
     """
 
     name: str
@@ -53,6 +56,8 @@ class Node:
     weights: list[Value] = field(default_factory=list)
     origin: str = ""
     where: str = ""
+    built_by: str = ""
+    built_for: str = ""
 
     def __post_init__(self) -> None:
         for value in self.outputs:

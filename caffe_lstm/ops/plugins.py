@@ -320,6 +320,27 @@ def wrong_result(node: Node, facet: str, problem: str) -> CaffeLstmError:
                        "it or tell its author (what each facet returns: docs/ops.md)")
 
 
+def exception_text(exc: BaseException) -> str:
+    """``KeyError: 'power'``: an exception in a few words (a user error: its own words)."""
+    if isinstance(exc, CaffeLstmError):
+        return exc.what
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
+def built_fault(node: Node, facet: str, exc: BaseException) -> PluginError | None:
+    """A built-in ``facet`` that raised a bug (not a user error) on ``node``, a layer a
+    plugin's expansion built: the attrs, bottoms or weights the plugin gave ``b.add`` (its
+    ``infer`` passed, so an attr only this facet reads). The plugin's error, naming its
+    ``b.add`` call, the facet and the layer; None for any other node or exception."""
+    if not node.built_by or isinstance(exc, CaffeLstmError):
+        return None
+    return PluginError(f"the {facet} facet of '{node.op}' failed on layer '{node.name}' that "
+                       f"{node.built_by} built (in expand): {exception_text(exc)}",
+                       node.built_for, "a bug of the plugin, not of caffe-lstm: give b.add the "
+                       f"attrs '{node.op}' takes (docs/ops.md; the traceback is the error's "
+                       "__cause__)")
+
+
 def checked_results(node: Node, facet: str, results: Any, is_item: Callable[[Any], bool],
                     item: str) -> Sequence[Any]:
     """``results`` of ``node``'s ``facet``, checked to be what every walker takes: a tuple (or

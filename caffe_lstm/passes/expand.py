@@ -51,7 +51,18 @@ def _expanded(node: Node) -> Graph:
     plugin = plugin_of(node.op)
     if plugin is not None:
         check_plugin_expansion(scratch, node, builder.sites, plugin)
+        _mark_built(scratch, builder.sites, f"the {plugin.label}", node.label)
     return scratch
+
+
+def _mark_built(graph: Graph, sites: dict[int, str], plugin: str, layer: str) -> None:
+    """Notes on each layer a plugin's expansion built (step bodies included) the plugin and its
+    ``b.add`` call, for the built-in facets' faults on it (ops.plugins.built_fault)."""
+    for built in graph.nodes:
+        if id(built) in sites:
+            built.built_by, built.built_for = f"{plugin} at {sites[id(built)]}", layer
+        for body in built.subgraphs:
+            _mark_built(body, sites, plugin, layer)
 
 
 def _expand_nested(scratch: Graph, node: Node, depth: int) -> None:

@@ -6,10 +6,9 @@ call, instead of a failure of some later pass blamed on the prototxt."""
 from __future__ import annotations
 
 from caffe_lstm.analysis.shapes import ShapeInference
-from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ops import PluginError
-from caffe_lstm.ops.plugins import Plugin
+from caffe_lstm.ops.plugins import Plugin, exception_text
 
 HINT = ("a bug of the plugin, not of caffe-lstm: check the type, bottoms, attrs and weights "
         "given to b.add (docs/ops.md)")
@@ -65,10 +64,8 @@ def _shape(inference: _Tracking, built: Node, node: Node, sites: dict[int, str],
         raise  # a plugin's own facet of a layer it built: named already
     except Exception as exc:
         failing = inference.shaping[-1] if inference.shaping else built
-        reason = exc.what if isinstance(exc, CaffeLstmError) else \
-            f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         raise _fault(plugin, node, f"built layer '{failing.name}' ({failing.op}) that its type "
-                     f"refuses: {reason}", sites.get(id(failing), "")) from exc
+                     f"refuses: {exception_text(exc)}", sites.get(id(failing), "")) from exc
     where = sites.get(id(built), "")
     if not had_weights and built.weights:
         names = ", ".join(value.name.rsplit("/", 1)[-1] for value in built.weights)

@@ -28,7 +28,7 @@ from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Graph, Node, Value
 from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
-from caffe_lstm.ops.plugins import checked_results, wrong_result
+from caffe_lstm.ops.plugins import built_fault, checked_results, wrong_result
 
 #: A dim as the exported model knows it: a size, a symbolic name, or None (varies, unnamed).
 Dim = int | str | None
@@ -201,6 +201,8 @@ class OnnxContext(GraphWalker[str]):
                 tops.append(result)
             return tops
         except Exception as exc:
+            if (fault := built_fault(node, "onnx", exc)) is not None:
+                raise fault from exc  # bad attrs a plugin gave b.add
             exc.add_note(f"while exporting {node.name} ({node.op})")
             raise
         finally:

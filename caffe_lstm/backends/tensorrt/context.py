@@ -15,7 +15,7 @@ import numpy as np
 from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op, refused_result
-from caffe_lstm.ops.plugins import checked_results
+from caffe_lstm.ops.plugins import built_fault, checked_results
 
 
 class EmitContext(GraphWalker[Any]):
@@ -58,6 +58,8 @@ class EmitContext(GraphWalker[Any]):
         try:
             results = get_op(node.op).tensorrt(self, node, *tensors, *arrays)
         except Exception as exc:
+            if (fault := built_fault(node, "tensorrt", exc)) is not None:
+                raise fault from exc  # bad attrs a plugin gave b.add
             exc.add_note(f"while emitting {node.name} ({node.op})")
             raise
         finally:
