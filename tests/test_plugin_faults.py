@@ -393,3 +393,23 @@ def test_bad_attrs_of_a_step_body_layer_are_the_plugin_s_at_its_add(tmp_path, co
             f"'{plugin}' (file) at {plugin}:{line_no} built (in expand): KeyError: 'power'") \
         in line, line
     assert "layer 'gru1' (ConvGRU)" in line and not (tmp_path / output).exists()
+
+
+def test_a_layer_a_cell_builder_made_is_named_at_the_plugin_s_call(tmp_path):
+    """A layer made for the plugin by a public cell builder (ConvolutionGates.apply, given a
+    pad for three spatial axes) is named at the plugin's line calling it, not at caffe-lstm's
+    line inside the builder."""
+    sample = SAMPLES / "conv_gru_plugin"
+    source = (sample / "caffe_lstm_conv_gru" / "__init__.py").read_text()
+    right = 'geometry = {"pad": dilation * (node.attrs["kernel"] - 1) // 2,'
+    assert right in source
+    plugin = tmp_path / "conv_gru.py"
+    plugin.write_text(source.replace(right, 'geometry = {"pad": (1, 1, 1),'))
+    line_no = next(k for k, text in enumerate(plugin.read_text().splitlines(), 1)
+                   if '.apply(b, "x_conv"' in text)
+    line = assert_one_error_line(run_cli(
+        "run", sample / "conv_gru.prototxt", "-w", sample / "conv_gru.caffemodel",
+        "--plugin", plugin, "-o", tmp_path / "out.npz"))
+    assert ("built layer '__gru1/x_conv' (Convolution) that its type refuses: pad has 3 "
+            f"entries for 2 spatial axes ({plugin}:{line_no}, in expand)") in line, line
+    assert not (tmp_path / "out.npz").exists()

@@ -16,6 +16,7 @@ unrolled copies, ``--state io``, Triton's sequence state, the DOT cluster) is bu
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -37,8 +38,9 @@ class NodeBuilder:
 
     def __init__(self, graph: Graph, origin: str, where: str = "") -> None:
         self.graph, self.origin, self.where = graph, origin, where
-        #: ``id(node)`` -> ``file:line`` of the ``add`` call that built it (outside this module),
-        #: for the errors of an expansion's layers that the shapes refuse.
+        #: ``id(node)`` -> ``file:line`` of the call outside caffe-lstm that built it (a plugin's
+        #: ``add``, or its call of a cell builder such as ``gru_step``), for the errors of a
+        #: plugin's layers that their types refuse.
         self.sites: dict[int, str] = {}
 
     def add(self, op: str, name: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None,
@@ -273,10 +275,16 @@ def _check_arguments(op: str, name: str, inputs: Sequence[Value], attrs: Any,
                             f"{allowed}")
 
 
+#: caffe_lstm's own directory: frames in it are the builder's and the cells' (ops/recurrent/
+#: cells.py), not the code whose call built a layer.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 def _caller() -> str:
-    """``file:line`` of the innermost frame outside this module (who called ``add``)."""
+    """``file:line`` of the innermost frame outside caffe_lstm (a plugin's call of ``add``, or
+    of ``gru_step`` that called it); "" for a built-in expansion's layer."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename == __file__:
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
 
