@@ -294,20 +294,35 @@ def test_an_expansion_s_faults_are_the_plugin_s_at_its_b_add_line(tmp_path, hidd
     assert "layer 'hidden' (HiddenLSTM)" in line and not out.exists()
 
 
+CONV_GRU = SAMPLES / "conv_gru_plugin"
+
+
+def conv_gru_changed(tmp_path: Path, right: str, wrong: str, at: str = "") -> tuple[Path, int]:
+    """samples/conv_gru_plugin's plugin with ``right`` (which it holds) replaced by ``wrong``,
+    written in ``tmp_path``; and the number of its first line holding ``at`` (or ``wrong``)."""
+    source = (CONV_GRU / "caffe_lstm_conv_gru" / "__init__.py").read_text()
+    assert right in source
+    plugin = tmp_path / "conv_gru.py"
+    plugin.write_text(source.replace(right, wrong))
+    line_no = next(k for k, text in enumerate(plugin.read_text().splitlines(), 1)
+                   if (at or wrong) in text)
+    return plugin, line_no
+
+
+def conv_gru_fails(command: str, plugin: Path, *extra: object) -> str:
+    """The one error line of ``command`` on the ConvGRU sample net with ``plugin``."""
+    return assert_one_error_line(run_cli(
+        command, CONV_GRU / "conv_gru.prototxt", "-w", CONV_GRU / "conv_gru.caffemodel",
+        "--plugin", plugin, *extra))
+
+
 def test_a_step_body_layer_its_type_refuses_is_named_at_its_add(tmp_path):
     """A layer of a recurrent plugin's time step (samples/conv_gru_plugin, one line changed)
     that its type refuses: the error names that layer and the plugin's line adding it, not the
     Loop around it."""
-    sample = SAMPLES / "conv_gru_plugin"
-    source = (sample / "caffe_lstm_conv_gru" / "__init__.py").read_text()
     wrong = '        s.output(s.add("Scale", "bad", [h_t], {"axes": 1})[0])'
-    assert "        s.output(h_t)\n" in source
-    plugin = tmp_path / "conv_gru.py"
-    plugin.write_text(source.replace("        s.output(h_t)", wrong))
-    line_no = plugin.read_text().splitlines().index(wrong) + 1
-    line = assert_one_error_line(run_cli(
-        "run", sample / "conv_gru.prototxt", "-w", sample / "conv_gru.caffemodel",
-        "--plugin", plugin, "-o", tmp_path / "out.npz"))
+    plugin, line_no = conv_gru_changed(tmp_path, "        s.output(h_t)", wrong)
+    line = conv_gru_fails("run", plugin, "-o", tmp_path / "out.npz")
     assert ("built layer '__gru1/bad' (Scale) that its type refuses: KeyError: 'axis' "
             f"({plugin}:{line_no}, in expand)") in line, line
     assert not (tmp_path / "out.npz").exists()
@@ -379,15 +394,9 @@ def test_bad_attrs_given_to_the_builder_are_the_plugin_s_at_its_b_add_line(
 def test_bad_attrs_of_a_step_body_layer_are_the_plugin_s_at_its_add(tmp_path, command, output):
     """The same inside a recurrent plugin's time step (samples/conv_gru_plugin, one line
     changed): the loop body's layer and the plugin's line adding it are named."""
-    sample = SAMPLES / "conv_gru_plugin"
-    source = (sample / "caffe_lstm_conv_gru" / "__init__.py").read_text()
     wrong = '        s.output(s.add("Power", "bad", [h_t], {"scale": 1.0})[0])'
-    plugin = tmp_path / "conv_gru.py"
-    plugin.write_text(source.replace("        s.output(h_t)", wrong))
-    line_no = plugin.read_text().splitlines().index(wrong) + 1
-    line = assert_one_error_line(run_cli(
-        command, sample / "conv_gru.prototxt", "-w", sample / "conv_gru.caffemodel",
-        "--plugin", plugin, "-o", tmp_path / output))
+    plugin, line_no = conv_gru_changed(tmp_path, "        s.output(h_t)", wrong)
+    line = conv_gru_fails(command, plugin, "-o", tmp_path / output)
     facet = "numpy" if command == "run" else "tensorrt"
     assert (f"the {facet} facet of 'Power' failed on layer '__gru1/bad' that the plugin "
             f"'{plugin}' (file) at {plugin}:{line_no} built (in expand): KeyError: 'power'") \
@@ -399,17 +408,10 @@ def test_a_layer_a_cell_builder_made_is_named_at_the_plugin_s_call(tmp_path):
     """A layer made for the plugin by a public cell builder (ConvolutionGates.apply, given a
     pad for three spatial axes) is named at the plugin's line calling it, not at caffe-lstm's
     line inside the builder."""
-    sample = SAMPLES / "conv_gru_plugin"
-    source = (sample / "caffe_lstm_conv_gru" / "__init__.py").read_text()
-    right = 'geometry = {"pad": dilation * (node.attrs["kernel"] - 1) // 2,'
-    assert right in source
-    plugin = tmp_path / "conv_gru.py"
-    plugin.write_text(source.replace(right, 'geometry = {"pad": (1, 1, 1),'))
-    line_no = next(k for k, text in enumerate(plugin.read_text().splitlines(), 1)
-                   if '.apply(b, "x_conv"' in text)
-    line = assert_one_error_line(run_cli(
-        "run", sample / "conv_gru.prototxt", "-w", sample / "conv_gru.caffemodel",
-        "--plugin", plugin, "-o", tmp_path / "out.npz"))
+    plugin, line_no = conv_gru_changed(
+        tmp_path, 'geometry = {"pad": dilation * (node.attrs["kernel"] - 1) // 2,',
+        'geometry = {"pad": (1, 1, 1),', at='.apply(b, "x_conv"')
+    line = conv_gru_fails("run", plugin, "-o", tmp_path / "out.npz")
     assert ("built layer '__gru1/x_conv' (Convolution) that its type refuses: pad has 3 "
             f"entries for 2 spatial axes ({plugin}:{line_no}, in expand)") in line, line
     assert not (tmp_path / "out.npz").exists()
