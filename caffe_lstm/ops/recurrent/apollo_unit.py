@@ -10,6 +10,9 @@ From the fork's Forward_cpu (lstm_unit_layer.cpp), with W_g, W_i, W_f, W_o its f
     h = o ⊙ τ(c)
 
 where τ is the fork's own tanh: tanh(v) for |v| < 5, else sign(v) (it saturates early).
+
+A one-step layer with its own facets, not an expansion on the step API: no loop, no carried
+state, and τ is no Caffe layer (docs/recurrent-extensions.md, "LstmUnit").
 """
 
 from __future__ import annotations
