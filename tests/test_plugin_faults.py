@@ -390,15 +390,20 @@ def test_bad_attrs_given_to_the_builder_are_the_plugin_s_at_its_b_add_line(
         assert "KeyError: 'power'" in done.stderr and "PluginError" in done.stderr
 
 
-@pytest.mark.parametrize("command, output", [("run", "out.npz"), ("convert", "net.engine")])
-def test_bad_attrs_of_a_step_body_layer_are_the_plugin_s_at_its_add(tmp_path, command, output):
+@pytest.mark.parametrize("command, output, extra", [
+    ("run", "out.npz", ()), ("convert", "net.engine", ()),
+    ("convert", "net.engine", ("--unroll",))])
+def test_bad_attrs_of_a_step_body_layer_are_the_plugin_s_at_its_add(tmp_path, command, output,
+                                                                      extra):
     """The same inside a recurrent plugin's time step (samples/conv_gru_plugin, one line
-    changed): the loop body's layer and the plugin's line adding it are named."""
+    changed), in the loop or its unrolled copies: the step's layer and the plugin's line adding
+    it are named."""
     wrong = '        s.output(s.add("Power", "bad", [h_t], {"scale": 1.0})[0])'
     plugin, line_no = conv_gru_changed(tmp_path, "        s.output(h_t)", wrong)
-    line = conv_gru_fails(command, plugin, "-o", tmp_path / output)
+    line = conv_gru_fails(command, plugin, *extra, "-o", tmp_path / output)
     facet = "numpy" if command == "run" else "tensorrt"
-    assert (f"the {facet} facet of 'Power' failed on layer '__gru1/bad' that the plugin "
+    layer = "__gru1/t1/bad" if extra else "__gru1/bad"
+    assert (f"the {facet} facet of 'Power' failed on layer '{layer}' that the plugin "
             f"'{plugin}' (file) at {plugin}:{line_no} built (in expand): KeyError: 'power'") \
         in line, line
     assert "layer 'gru1' (ConvGRU)" in line and not (tmp_path / output).exists()

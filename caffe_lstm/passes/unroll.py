@@ -89,7 +89,8 @@ class _BodyCopy(GraphWalker[Value]):
         outputs = [Value(f"{b.origin}/{self.step}/{_base(v)}") for v in node.outputs]
         b.graph.nodes.append(Node(f"__{b.origin}/{self.step}/{_base_name(node.name)}", node.op,
                                   inputs, outputs, dict(node.attrs), list(node.weights),
-                                  origin=node.origin, where=node.where))
+                                  origin=node.origin, where=node.where,
+                                  built_by=node.built_by, built_for=node.built_for))
         return outputs
 
 
