@@ -114,12 +114,14 @@ def test_stacked_lstms(invoke, tmp_path):
     check_export(invoke, tmp_path, net, weights, [feeds])
 
 
-def test_the_scan_body_runs_only_per_step_work(invoke, tmp_path):
-    """The LSTM step under onnxruntime: no loop invariant (the recurrent weight is the body's
-    own initializer, transposed, which onnxruntime packs once), cont_t arrives shaped
-    (1, N, 1) and is read by both state Muls, the gate sum is an Add; the model still
-    computes Caffe's resets."""
-    T, N, I, H = 7, 3, 4, 5
+@pytest.mark.parametrize("H", [5, 256])  # 256: the recurrent matrix streamed to the file
+def test_the_scan_body_runs_only_per_step_work(invoke, tmp_path, H):
+    """The LSTM step under onnxruntime, 13 nodes: no loop invariant (the recurrent weight is
+    the body's own initializer, transposed, which onnxruntime packs once), the body on 2-D
+    (N, ·) slices so that the recurrent product and the input projection's sum are one Gemm,
+    cont_t arrives shaped (N, 1) and is read by both state Muls, one Sigmoid over the i, f, o
+    block and one Tanh over g; the model still computes Caffe's resets (check_export)."""
+    T, N, I = 7, 3, 4
     net, weights = synthetic_files(tmp_path, variant_net(T, N, I, H, {}), seed=5)
     rng = np.random.default_rng(5)
     feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
@@ -127,14 +129,21 @@ def test_the_scan_body_runs_only_per_step_work(invoke, tmp_path):
     (scan,) = [node for node in model.graph.node if node.op_type == "Scan"]
     body = next(a.g for a in scan.attribute if a.name == "body")
     ops = [node.op_type for node in body.node]
-    assert sorted(ops) == sorted(["Mul", "Mul", "MatMul", "Add", "Split", "Sigmoid", "Sigmoid",
-                                  "Sigmoid", "Tanh", "Mul", "Mul", "Add", "Tanh", "Mul",
-                                  "Identity"]), ops
-    (matmul,) = [node for node in body.node if node.op_type == "MatMul"]
-    assert matmul.input[1] in {t.name for t in body.initializer}  # packed once by onnxruntime
+    assert sorted(ops) == sorted(["Mul", "Mul", "Gemm", "Split", "Sigmoid", "Split", "Tanh",
+                                  "Mul", "Mul", "Add", "Tanh", "Mul", "Identity"]), ops
+    (sigmoid,) = [node for node in body.node if node.op_type == "Sigmoid"]
+    (after,) = [node for node in body.node if node.op_type == "Split" and
+                node.input[0] == sigmoid.output[0]]
+    sizes = {t.name: onnx.numpy_helper.to_array(t).tolist() for t in body.initializer}
+    assert sizes[after.input[1]] == [H, H, H]  # i, f, o, each H wide
+    (gemm,) = [node for node in body.node if node.op_type == "Gemm"]
+    assert gemm.input[1] in {t.name for t in body.initializer}  # packed once by onnxruntime
+    assert gemm.input[2] == body.input[2].name  # + the step's input projection
     assert "lstm1/W_hc" not in {name for node in model.graph.node for name in node.input}
+    shapes = [[d.dim_value for d in info.type.tensor_type.shape.dim]
+              for info in [*body.input, *body.output]]
+    assert shapes == [[N, H], [N, H], [N, 4 * H], [N, 1], [N, H], [N, H], [N, H]], shapes
     cont_t = body.input[-1]
-    assert [d.dim_value for d in cont_t.type.tensor_type.shape.dim] == [1, N, 1]
     assert sum(cont_t.name in node.input for node in body.node) == 2
 
 

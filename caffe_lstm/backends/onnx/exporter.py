@@ -167,7 +167,8 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     outputs = ctx.walk(graph, [v.name for v in graph.inputs])
     outputs = [_as_output(ctx, value.name, name)
                for value, name in zip(graph.outputs, outputs)]
-    tune_scans(onnx, ctx.parts.nodes, ctx.parts.initializers)  # scan_tuning.py
+    tune_scans(onnx, ctx.parts.nodes, ctx.parts.initializers,  # scan_tuning.py
+               {item.header.name: len(item.header.dims) for item in ctx.streamed})
     _drop_unread(ctx.parts, ctx.streamed, outputs)
     helper = onnx.helper
     proto = helper.make_graph(

@@ -21,7 +21,20 @@ running per step; every rewrite computes the same values:
   the Scan, the body reading the slice already shaped (the cont column (1, N, 1));
 - a ``Sum`` of two terms is an ``Add``: the same broadcasting sum, in the form onnxruntime's
   fusions look for (it makes MatMul + Add one Gemm in the main graph; in a Scan body, on the
-  step's 3-D tensors, it did not in onnxruntime's profile).
+  step's 3-D tensors, it did not in onnxruntime's profile);
+- neighbouring pieces of a ``Split`` that each go to the same activation alone are activated
+  as one piece, split after: Caffe's gates come in the order i, f, o, g, so the LSTM step's
+  four activations after a four-way Split become one Sigmoid over the i, f, o block (3H) and
+  one Tanh over g, the Sigmoid's result split three ways (the same elementwise values, one
+  node fewer per step). A body output's value is never one of them (ONNX's Scan computes a
+  body that lists one name twice as its outputs wrongly, so the step's output copy, an
+  Identity, stays);
+- a body whose every value is (1, ...) — the LSTM step's (1, N, ·) — drops that unit axis: the
+  Scan runs on (N, ·) slices, a Squeeze before and an Unsqueeze after it (once per sequence),
+  and the step's recurrent ``MatMul`` + ``Add`` of the input projection, now 2-D, is one
+  ``Gemm`` (h · W + x_t, the same sum; onnxruntime adds x_t into the product's accumulator).
+  Only bodies of elementwise nodes, Splits/Concats on another axis and MatMuls by a 2-D
+  weight are rewritten; any other body is left as it is.
 """
 
 from __future__ import annotations
@@ -36,15 +49,27 @@ import numpy as np
 BODY_WEIGHT_BYTES = 256 << 20
 
 
-def tune_scans(onnx: Any, nodes: list[Any], initializers: list[Any]) -> None:
+def tune_scans(onnx: Any, nodes: list[Any], initializers: list[Any],
+               streamed_ranks: dict[str, int] | None = None) -> None:
     """Rewrites every Scan node of the main graph (its ``nodes`` and ``initializers``, lists
-    changed in place) and its body; nodes hoisted out of a body go right before their Scan."""
+    changed in place) and its body; nodes hoisted out of a body go right before their Scan.
+    ``streamed_ranks``: the rank of each main-graph weight left out of ``initializers``."""
     constants = {tensor.name: tensor for tensor in initializers}
+    producers = {out: node for node in nodes for out in node.output}
     tuned = []
     for node in nodes:
+        after: list[Any] = []
         if node.op_type == "Scan":
-            tuned += _tune_scan(onnx, node, initializers, constants)
+            hoisted = _tune_scan(onnx, node, initializers, constants)
+            producers.update({out: step for step in hoisted for out in step.output})
+            tuned += hoisted
+            ranks = _weight_ranks(_attribute(node, "body").g, producers, {
+                **(streamed_ranks or {}),  # and the weights hoisted out of bodies so far:
+                **{name: len(tensor.dims) for name, tensor in constants.items()}})
+            before, after = _drop_unit_axis(onnx, node, _attribute(node, "body").g, ranks)
+            tuned += before
         tuned.append(node)
+        tuned += after
     nodes[:] = tuned
 
 
@@ -111,6 +136,7 @@ def _tune_scan(onnx: Any, scan: Any, initializers: list[Any], constants: dict[st
     for node in body.node:
         if node.op_type == "Sum" and len(node.input) == 2:
             node.op_type = "Add"
+    _group_activations(onnx, body, inner)
     read = {name for node in body.node for name in node.input}
     _remove(body.initializer, {t.name for t in body.initializer} - read)
     return before
@@ -243,6 +269,201 @@ def _unsqueeze_before_scan(onnx: Any, scan: Any, body: Any, constants: dict[str,
     if len(kept) != len(body.node):
         _refill(body.node, kept)
     return before
+
+
+#: Elementwise activations without attributes, which commute with a Split.
+_ACTIVATIONS = ("Sigmoid", "Tanh", "Relu")
+
+
+def _group_activations(onnx: Any, body: Any, constants: dict[str, Any]) -> None:
+    """Each Split (sizes a constant input) whose neighbouring pieces each go alone to the same
+    activation: the Split cut into runs, one activation per run, a run of two or more pieces
+    split again after its activation (act(x)[a:b] == act(x[a:b]), elementwise)."""
+    readers: dict[str, list[Any]] = {}
+    for node in body.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    outputs = {o.name for o in body.output}
+    gone: set[int] = set()
+    rewritten: list[Any] = []
+    for node in body.node:
+        runs = _activation_runs(onnx, node, readers, outputs, constants)
+        if runs is None or all(len(run) == 1 for run, _ in runs):
+            rewritten.append(node)
+            continue
+        rewritten += _split_by_runs(onnx, body, node, runs)
+        gone.update(id(act) for run, _ in runs for act in run)
+    if gone:
+        _refill(body.node, [node for node in rewritten if id(node) not in gone])
+
+
+def _activation_runs(onnx: Any, split: Any, readers: dict[str, list[Any]], outputs: set[str],
+                     constants: dict[str, Any]) -> list[tuple[list[Any], list[int]]] | None:
+    """The Split's pieces as runs of neighbours with the same activation: (activation nodes,
+    piece sizes) per run; None unless every piece goes to one activation alone."""
+    sizes = _constant_ints(onnx, split.input[1], constants) \
+        if split.op_type == "Split" and len(split.input) == 2 else None
+    if sizes is None or len(sizes) != len(split.output) or outputs & set(split.output):
+        return None
+    acts = [readers.get(name, []) for name in split.output]
+    if any(len(a) != 1 or a[0].op_type not in _ACTIVATIONS or a[0].domain or
+           len(a[0].input) != 1 or outputs & set(a[0].output) for a in acts):
+        return None
+    runs: list[tuple[list[Any], list[int]]] = []
+    for (act,), size in zip(acts, sizes):
+        if runs and runs[-1][0][-1].op_type == act.op_type:
+            runs[-1][0].append(act)
+            runs[-1][1].append(size)
+        else:
+            runs.append(([act], [size]))
+    return runs
+
+
+def _split_by_runs(onnx: Any, body: Any, split: Any, runs: list[tuple[list[Any], list[int]]]
+                   ) -> list[Any]:
+    """The nodes replacing ``split`` and its activations: one Split into the runs, then per run
+    its activation (and a Split into its pieces, for a run of more than one)."""
+    make, base = onnx.helper.make_node, split.output[0]
+    pieces = [f"{base}/run{k}" for k in range(len(runs))]
+    nodes = [make("Split", [split.input[0], _sizes(onnx, body, f"{base}/runs",
+                                                   [sum(sizes) for _, sizes in runs])],
+                  pieces, name=f"{split.name or base}/runs", domain=split.domain)]
+    nodes[0].attribute.extend(split.attribute)
+    for piece, (acts, sizes) in zip(pieces, runs):
+        if len(acts) == 1:
+            nodes.append(make(acts[0].op_type, [piece], list(acts[0].output), name=acts[0].name))
+            continue
+        active = f"{piece}/{acts[0].op_type.lower()}"
+        nodes.append(make(acts[0].op_type, [piece], [active], name=active))
+        nodes.append(make("Split", [active, _sizes(onnx, body, f"{active}/split", sizes)],
+                          [act.output[0] for act in acts], name=f"{active}/split"))
+        nodes[-1].attribute.extend(split.attribute)
+    return nodes
+
+
+def _sizes(onnx: Any, body: Any, name: str, sizes: list[int]) -> str:
+    """A Split's sizes, a new int64 initializer of the body; returns its name."""
+    body.initializer.append(onnx.numpy_helper.from_array(_int64(sizes), name))
+    return name
+
+
+#: Ops whose output is their inputs' broadcast, elementwise: a unit leading axis comes off alike.
+_ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "Neg", "Identity") + _ACTIVATIONS
+
+
+def _weight_ranks(body: Any, producers: dict[str, Any], weight_ranks: dict[str, int]
+                  ) -> dict[str, int]:
+    """The rank of each outer name a body node reads that is a weight or a Transpose of one
+    (the recurrent weight, hoisted), by name; other outer names are not known."""
+    ranks = {}
+    for name in _names_read(body):
+        node = producers.get(name)
+        source = node.input[0] if node is not None and node.op_type == "Transpose" else name
+        if source in weight_ranks:
+            ranks[name] = weight_ranks[source]
+    return ranks
+
+
+def _drop_unit_axis(onnx: Any, scan: Any, body: Any, outer_ranks: dict[str, int]
+                    ) -> tuple[list[Any], list[Any]]:
+    """The body on slices without their unit leading axis (see the module's docstring), when
+    every body input and output is (1, ...) of one rank and every node allows it; returns the
+    nodes to run before and after the Scan (none when the body is left as it is)."""
+    if any(a.name.startswith("scan_") and a.name.endswith("_axes") for a in scan.attribute):
+        return [], []
+    infos = list(body.input) + list(body.output)
+    shapes = [info.type.tensor_type.shape.dim for info in infos]
+    rank = len(shapes[0])
+    if rank < 2 or len(body.value_info) or any(
+            len(dims) != rank or dims[0].dim_value != 1 for dims in shapes):
+        return [], []
+    ranks = {**outer_ranks, **{t.name: len(t.dims) for t in body.initializer}}
+    inside = _defined_in(body) - {t.name for t in body.initializer}
+    if not all(_unit_axis_drops(node, inside, ranks, rank) for node in body.node):
+        return [], []
+    for node in body.node:  # a Split's or Concat's axis, counted from the front, moves down
+        for attribute in node.attribute:
+            if attribute.name == "axis" and attribute.i > 0:
+                attribute.i -= 1
+    if rank == 3:
+        _gemms(onnx, body)
+    for dims in shapes:
+        del dims[0]
+    return _squeezes(onnx, scan, body)
+
+
+def _unit_axis_drops(node: Any, inside: set[str], ranks: dict[str, int], rank: int) -> bool:
+    """Whether ``node`` computes the same on its inputs' unit leading axis dropped: elementwise
+    on body values and constants of lower rank, a Split or Concat on another axis (given),
+    a MatMul by a 2-D weight."""
+    values = [name for name in node.input if name in inside]
+    others = [name for name in node.input if name and name not in inside]
+    if node.domain or _has_subgraph(node) or not values:
+        return False
+    if node.op_type == "MatMul":
+        return node.input[0] in inside and ranks.get(node.input[1]) == 2
+    axis = [a.i for a in node.attribute if a.name == "axis"]
+    on_another_axis = bool(axis) and axis[0] not in (0, -rank)
+    if node.op_type == "Concat":
+        return on_another_axis and not others
+    if node.op_type == "Split":  # of a body value, by constant sizes or evenly
+        return on_another_axis and node.input[1:] == others and len(others) <= 1
+    return node.op_type in _ELEMENTWISE and all(ranks.get(name, rank) < rank for name in others)
+
+
+def _gemms(onnx: Any, body: Any) -> None:
+    """Each MatMul read only by an Add of a body input (a step's slice), with it, becomes one
+    Gemm (all 2-D now)."""
+    readers: dict[str, list[Any]] = {}
+    for node in body.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    scanned = {i.name for i in body.input}
+    outputs = {o.name for o in body.output}
+    fused: set[int] = set()
+    kept = []
+    for node in body.node:
+        add = readers.get(node.output[0], [None]) if node.op_type == "MatMul" else [None]
+        if len(add) != 1 or add[0] is None or add[0].op_type != "Add" or \
+                node.output[0] in outputs or len(set(add[0].input)) != 2:
+            kept.append(node)
+            continue
+        (bias,) = [name for name in add[0].input if name != node.output[0]]
+        if bias not in scanned:  # the step's slice (N, K): Gemm's C, as wide as the product
+            kept.append(node)
+            continue
+        kept.append(onnx.helper.make_node("Gemm", [*node.input, bias], list(add[0].output),
+                                          name=add[0].name or node.name))
+        fused.add(id(add[0]))
+    kept = [node for node in kept if id(node) not in fused]
+    if fused:
+        _refill(body.node, kept)
+
+
+def _squeezes(onnx: Any, scan: Any, body: Any) -> tuple[list[Any], list[Any]]:
+    """A Squeeze of each Scan input's unit axis (0 for a state, 1 for a sequence) before the
+    Scan, an Unsqueeze of each output's after it, the Scan's own names kept outside."""
+    n_states = len(body.input) - _attribute(scan, "num_scan_inputs").i
+    before, after, squeezed = [], [], {}
+    for index, name in enumerate(scan.input):
+        axis = 0 if index < n_states else 1
+        if (name, axis) not in squeezed:  # one Squeeze of an input the Scan reads twice
+            squeezed[name, axis] = f"{scan.output[0]}/input{index}"  # unique: another Scan
+            # may squeeze the same input
+            before += _axis_op(onnx, "Squeeze", name, squeezed[name, axis], axis)
+        scan.input[index] = squeezed[name, axis]
+    for index, name in enumerate(scan.output):
+        scan.output[index] = f"{name}/squeezed"
+        after += _axis_op(onnx, "Unsqueeze", scan.output[index], name, int(index >= n_states))
+    return before, after
+
+
+def _axis_op(onnx: Any, op_type: str, source: str, target: str, axis: int) -> list[Any]:
+    """A Squeeze or Unsqueeze of one axis (axes an input: opset 13 and later)."""
+    axes = f"{target}/axes"
+    return [onnx.helper.make_node("Constant", [], [axes],
+                                  value=onnx.numpy_helper.from_array(_int64([axis]), axes)),
+            onnx.helper.make_node(op_type, [source, axes], [target], name=target)]
 
 
 def _scanned_input_index(body: Any, node: Any, first_scanned: int) -> int | None:
