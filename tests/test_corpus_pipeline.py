@@ -40,7 +40,9 @@ TRAIN_RUNS = {
          "--shape", "input_sentence:3x2"), ("--atol", "1e-4")),
     "examples__LRCN_activity_recognition__train_test_lstm_RGB.prototxt": (
         ("--stage", "test-on-test", "--shape", "data:48x3x67x67", "--shape", "clip_markers:48"),
-        ()),
+        # Unit-scale weights keep fc6's outputs of order 1: float32 sums over its 384 inputs
+        # in another order differ by ~2e-5 (verify locates the first divergence at fc6).
+        ("--atol", "1e-4")),
     "examples__s2vt__s2vt.prototxt": (
         (*LRCN_STAGES, *S2VT_SHAPES), ("--atol", "1e-3", "--outputs", "lstm2")),
 }
