@@ -35,11 +35,27 @@ Printed ratios (the targets of issue 25): ``numpy / hand numpy`` (≤ 1.3 on 2-l
 ``ort auto / ort native`` (≈ 1). ``--threads K`` gives onnxruntime (intra-op) and torch K
 threads instead of their defaults (on a machine others load, one thread each compares the
 runtimes' own work). ``--quick`` uses tiny shapes: a smoke test of the script.
+
+``--caffe PATH/TO/build/tools/caffe`` (a real BVLC Caffe, CPU_ONLY is enough) adds the whole
+process against real Caffe's on the 2-layer net: ``caffe-lstm run NET -w W --inputs x.npz -o
+out.npz`` (a new Python process: start-up, load, rewrite, one numpy forward, the outputs
+written) against ``caffe test -model M -weights W -iterations 1`` (one Forward of the same LSTM
+layers with the same blobs; its input ``x`` and cont, 0 at t = 0 then 1, come from
+``Parameter`` layers whose blobs are in the caffemodel, the last top goes to a ``Silence``
+layer so that ``caffe test`` logs no output values; Caffe's logging below warnings is off, in
+Caffe's favour). Each is the best of the repeats' wall times. One more Caffe run, its output
+reduced to sum_h |h| per (t, n) by a ``Reduction`` layer that ``caffe test`` logs, is compared
+with caffe-lstm's output. Printed: ``numpy run (whole process) / real Caffe (whole process)``
+(issue 25's target: ≤ 0.33).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -49,6 +65,7 @@ import numpy as np
 
 import caffe_lstm
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
+from caffe_lstm.frontend.caffe_writer import write_caffemodel
 
 #: name -> (T, N, I, H, layers)
 SHAPES = {"2-layer": (200, 16, 256, 512, 2), "long": (10_000, 1, 256, 256, 1),
@@ -78,6 +95,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0,
                         help="onnxruntime's and torch's threads (0: their defaults)")
     parser.add_argument("--quick", action="store_true", help="tiny shapes; a smoke test")
+    parser.add_argument("--caffe", type=Path, metavar="PATH/TO/build/tools/caffe",
+                        help="real Caffe's tool: also time the whole process against it")
     args = parser.parse_args()
     if args.threads:
         import torch
@@ -86,6 +105,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for name, dims in (QUICK_SHAPES if args.quick else SHAPES).items():
             measure(Path(folder), name, dims, 1 if args.quick else args.repeats, args.threads)
+        if args.caffe:
+            name = "2-layer"
+            against_caffe(Path(folder), args.caffe, name,
+                          (QUICK_SHAPES if args.quick else SHAPES)[name],
+                          1 if args.quick else args.repeats)
 
 
 def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int, threads: int) -> None:
@@ -245,6 +269,85 @@ def roofline(T: int, N: int, I: int, H: int, layers: int) -> tuple[float, float]
     rate = 2 * N * H * 4 * H / best / 1e9
     flops = sum(2 * T * N * ((I if k == 0 else H) + H) * 4 * H for k in range(layers))
     return rate, flops / rate / 1e9
+
+
+# ---- the whole process against real Caffe's (--caffe) ----------------------------------------
+
+def against_caffe(folder: Path, caffe: Path, name: str, dims: tuple[int, ...],
+                  repeats: int) -> None:
+    """Prints both whole processes' best wall time, the outputs' agreement and the ratio."""
+    T, N, I, H, layers = dims
+    net_path, weights_path = folder / "whole.prototxt", folder / "whole.caffemodel"
+    net_path.write_text(prototxt(*dims))
+    caffe_lstm.load(net_path).write_synthetic_weights(weights_path, seed=0)
+    x = np.random.default_rng(1).normal(size=(T, N, I)).astype(np.float32)
+    np.savez(folder / "x.npz", x=x)
+    net = caffe_lstm.load(net_path, weights_path)
+    cont = np.ones((T, N), np.float32)
+    cont[0] = 0  # what the ContinuationIndicator makes: a new sequence at t = 0
+    write_caffemodel(folder / "caffe.caffemodel",
+                     [("x", "Parameter", [x]), ("cont", "Parameter", [cont])]
+                     + [(f"lstm{k}", "LSTM", [v.data for v in net.graph.node(f"lstm{k}").weights])
+                        for k in range(1, layers + 1)])
+    ours = [sys.executable, "-m", "caffe_lstm", "run", str(net_path), "-w", str(weights_path),
+            "--inputs", str(folder / "x.npz"), "-o", str(folder / "out.npz")]
+    theirs = [str(caffe), "test", "-weights", str(folder / "caffe.caffemodel"), "-iterations", "1"]
+    quiet = {**os.environ, "GLOG_minloglevel": "1"}  # Caffe's INFO log off: in its favour
+    (folder / "timed.prototxt").write_text(caffe_prototxt(dims, "silence"))
+    (folder / "check.prototxt").write_text(caffe_prototxt(dims, "check"))
+    best_ours, best_theirs = best_ms(
+        [(ours, dict(os.environ)), ([*theirs, "-model", str(folder / "timed.prototxt")], quiet)],
+        repeats)
+    logged = run_process([*theirs, "-model", str(folder / "check.prototxt")], os.environ)
+    caffe_sums = np.array([float(v) for v in re.findall(r"Batch 0, abs_sum = (\S+)", logged)])
+    our_sums = np.abs(np.load(folder / "out.npz")[f"h{layers}"]).sum(axis=-1).ravel()
+    if caffe_sums.shape != our_sums.shape:
+        sys.exit(f"error: real Caffe logged {caffe_sums.size} sums, expected {our_sums.size}")
+    error = float(np.abs(caffe_sums - our_sums).max()) / max(float(our_sums.max()), 1e-30)
+    print(f"{name} whole process (T={T}, N={N}, I={I}, H={H}); best of {repeats}:")
+    print(f"  caffe-lstm run (numpy) {best_ours:10.1f} ms")
+    print(f"  real Caffe (caffe test) {best_theirs:9.1f} ms   sum_h |h| per (t, n) vs "
+          f"caffe-lstm {error:.1e}")
+    print(f"{name}: numpy run (whole process) / real Caffe (whole process) = "
+          f"{best_ours / best_theirs:.3f}   (target ≤ 0.33)")
+
+
+def caffe_prototxt(dims: tuple[int, ...], ending: str) -> str:
+    """The LSTM layers of ``prototxt(*dims)`` in BVLC Caffe's words (it has no
+    ContinuationIndicator): x and cont from ``Parameter`` layers, the last top silenced
+    (``ending="silence"``) or reduced to sum_h |h| per (t, n) for ``caffe test`` to log."""
+    T, N, I, H, layers = dims
+    text = (f'name: "lstm{layers}"\n'
+            f'layer {{ name: "x" type: "Parameter" top: "x" '
+            f'parameter_param {{ shape {{ dim: {T} dim: {N} dim: {I} }} }} }}\n'
+            f'layer {{ name: "cont" type: "Parameter" top: "cont" '
+            f'parameter_param {{ shape {{ dim: {T} dim: {N} }} }} }}\n')
+    text += "".join(line for line in prototxt(*dims).splitlines(keepends=True)
+                    if 'type: "LSTM"' in line)
+    if ending == "silence":
+        return text + f'layer {{ name: "silence" type: "Silence" bottom: "h{layers}" }}\n'
+    return text + (f'layer {{ name: "abs_sum" type: "Reduction" bottom: "h{layers}" '
+                   'top: "abs_sum" reduction_param { operation: ASUM axis: 2 } }\n')
+
+
+def best_ms(commands: list[tuple[list[str], dict[str, str]]], repeats: int) -> list[float]:
+    """Each ``(command, environment)``'s least wall time over ``repeats`` rounds, each round
+    running every command once in turn (after one round to warm the caches)."""
+    times: list[list[float]] = [[] for _ in commands]
+    for _ in range(repeats + 1):
+        for (command, env), seconds in zip(commands, times, strict=True):
+            started = time.perf_counter()
+            run_process(command, env)
+            seconds.append(time.perf_counter() - started)
+    return [min(seconds[1:]) * 1e3 for seconds in times]
+
+
+def run_process(command: list[str], env: dict[str, str]) -> str:
+    """Runs ``command``; its stderr (Caffe logs there), or exits with it on failure."""
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    if result.returncode:
+        sys.exit(f"error: {' '.join(command)} failed:\n{result.stderr[-2000:]}")
+    return result.stderr
 
 
 if __name__ == "__main__":

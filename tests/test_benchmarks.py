@@ -101,3 +101,20 @@ def test_every_cpu_runtime_computes_the_same_lstm(quick_output):
     errors = re.findall(r"vs numpy (\S+)$", quick_output("cpu_runtimes.py"), re.MULTILINE)
     assert len(errors) == 18
     assert max(float(error) for error in errors) < 1e-5
+
+
+def test_whole_process_against_real_caffe():
+    """With a real BVLC Caffe (CAFFE_LSTM_REAL_CAFFE = its build/tools/caffe), ``--caffe`` runs
+    both whole processes, prints the ratio, and Caffe's output agrees with caffe-lstm's."""
+    caffe = os.environ.get("CAFFE_LSTM_REAL_CAFFE")
+    if not caffe:
+        pytest.skip("no real Caffe: set CAFFE_LSTM_REAL_CAFFE to its build/tools/caffe")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cpu_runtimes.py"),
+                             "--quick", "--caffe", caffe], capture_output=True, text=True,
+                            timeout=300, cwd=ROOT, env=_with_project_on_path())
+    assert result.returncode == 0, result.stderr
+    ratio = re.search(r"^2-layer: numpy run \(whole process\) / real Caffe \(whole process\) "
+                      r"= (\d+\.\d{3}) ", result.stdout, re.MULTILINE)
+    assert ratio and float(ratio.group(1)) > 0, result.stdout
+    agreement = re.search(r"per \(t, n\) vs caffe-lstm (\S+)$", result.stdout, re.MULTILINE)
+    assert agreement and float(agreement.group(1)) < 1e-4, result.stdout
