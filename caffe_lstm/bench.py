@@ -18,16 +18,13 @@ from typing import Any
 import numpy as np
 
 from caffe_lstm.analysis.build_facts import model_state
-from caffe_lstm.analysis.checks import require_layers, require_weights
 from caffe_lstm.api import Inputs, Net
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.errors import CaffeLstmError
-from caffe_lstm.feeds import apply_feeds
-from caffe_lstm.files import arrays_from
 from caffe_lstm.ir.graph import Graph
 from caffe_lstm.options import DEFAULT_OPSET, LstmOp, Runtime, State
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
-from caffe_lstm.passes.expose_state import refuse_hidden_states, zero_states
+from caffe_lstm.passes.expose_state import refuse_hidden_states
 from caffe_lstm.passes.onnx_forms import onnx_rewrite
 
 #: What ``time_net`` runs: numpy on the CPU, onnxruntime on the CPU, an engine on a GPU.
@@ -126,19 +123,10 @@ def _onnx_metadata(backend: str) -> Callable | None:
 
 
 def _fed(net: Net, inputs: Inputs, seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
-    """A copy of the net's graph shaped for the inputs (random ones from ``seed`` without any;
-    the initial states of ``state="io"`` zeros unless given), and the inputs: those
-    ``Net.run`` takes, checked alike."""
-    require_layers(net.graph, str(net.prototxt))
-    require_weights(net.missing_weights, str(net.weights or net.prototxt), "time the net")
-    if inputs is None:
-        feeds = net.random_inputs(seed)
-    else:
-        given = arrays_from(inputs)
-        feeds = {**zero_states(net.graph, given), **given}
-    graph = net.copy().graph
-    source = str(inputs) if isinstance(inputs, (str, Path)) else "the inputs"
-    return graph, apply_feeds(graph, feeds, source)
+    """A copy of the net's graph shaped for the inputs, and the inputs: those ``Net.run``
+    takes, checked alike (``Net._fed_graph``), the weights required first."""
+    net._require_weights("time the net")
+    return net._fed_graph(inputs, seed)
 
 
 def _onnxruntime_run(graph: Graph, feeds: dict[str, np.ndarray], model: str | Path | None,
