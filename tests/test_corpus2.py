@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from caffe_lstm.frontend.prototxt import read_prototxt
-from tests.helpers import ROOT, assert_one_error_line
+from tests.helpers import ROOT, assert_one_error_line, curve_text_convert
 
 CORPUS2 = ROOT.parent / "shared" / "corpus2"
 
@@ -173,3 +174,70 @@ def test_deepdiary_caption_net_verifies_at_a_given_batch(invoke, tmp_path):
     result = invoke("verify", corpus2_path(name), "-w", weights, "--runtime", "tensorrt-rtx",
                     "--onnxruntime", *shapes, "--atol", "5e-5")
     assert result.exit_code == 0 and result.stdout.count(" ok\n") == 3, result.stdout
+
+
+#: A Caffe Python layer standing in for Curve-Text-Detector's rpn.proposal_layer (its module is
+#: not in the corpus): three fixed regions (batch index, x1, y1, x2, y2) in image pixels.
+FIXED_PROPOSALS = '''import caffe
+import numpy as np
+
+
+class ProposalLayer(caffe.Layer):
+    def setup(self, bottom, top):
+        self.rois = np.array([[0, 0, 0, 63, 63], [0, 8, 4, 40, 30], [0, 16, 16, 47, 60]],
+                             np.float32)
+
+    def reshape(self, bottom, top):
+        top[0].reshape(*self.rois.shape)
+
+    def forward(self, bottom, top):
+        top[0].data[...] = self.rois
+'''
+
+
+@needs_corpus2
+def test_curve_text_detector_convert_runs_on_its_net_as_the_fork(invoke, tmp_path):
+    """Curve-Text-Detector's own Convert layer (conv_lstm_h: one bottom, two tops) run in its
+    net past the Python proposal layer (given fixed regions through --python-path), after
+    PSROIPooling and the Reshape: its tops equal the port of ConvertLayer::Forward_cpu of the
+    blob the net fed it, and the LSTM reading them gives (W, S, 128)."""
+    (name,) = [n for n in INSPECT if n.startswith("Yuliang-Liu")]
+    package = tmp_path / "py" / "rpn"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "proposal_layer.py").write_text(FIXED_PROPOSALS)
+    options = ("--outputs", "im2col_transpose_h,conv_lstm_h,cont_sentence_h,lstm1_h",
+               "--shape", "data:1x3x64x64", "--python-path", tmp_path / "py")
+    weights, out = tmp_path / "w.caffemodel", tmp_path / "out.npz"
+    result = invoke("weights", "init", corpus2_path(name), "-o", weights, *options)
+    assert result.exit_code == 0, result.stderr
+    result = invoke("run", corpus2_path(name), "-w", weights, "-o", out, *options)
+    assert result.exit_code == 0, result.stderr
+    blobs = np.load(out)
+    fed = blobs["im2col_transpose_h"]
+    assert fed.shape == (3, 49, 1, 16)  # 3 regions, 7x7 bins, 16 steps of the curve
+    sequence, cont = curve_text_convert(fed)
+    np.testing.assert_array_equal(blobs["conv_lstm_h"], sequence)
+    np.testing.assert_array_equal(blobs["cont_sentence_h"], cont)
+    assert blobs["lstm1_h"].shape == (16, 3, 128) and np.isfinite(blobs["lstm1_h"]).all()
+    assert np.abs(blobs["lstm1_h"]).max() > 0
+
+
+@needs_corpus2
+def test_charleen777_grid_is_shaped_through_at_its_image_size(invoke):
+    """vgg5_lstm1's grid as the file writes it: ZerosData's (4096, 64) pins upsample/pool5 to
+    64x64 pixels, which a 256x256 SiftFlow image gives; every layer of the grid (Transpose
+    LSTMINPUT, GRIDLSTM x3, LSTMOUTPUT, the 18 LstmUnit cells) is then shaped, and any other
+    size stops at the first LstmUnit naming its memory bottom. (Running it needs the VGG at
+    256x256: ~36 s and float32 drift from conv4_1 on, beyond this suite's budget.)"""
+    (name,) = [n for n in INSPECT if n.startswith("Charleen777")]
+    result = invoke("inspect", corpus2_path(name), "--shape", "data:1x3x256x256")
+    assert result.exit_code == 0, result.stderr
+    layers = [line for line in result.stdout.splitlines() if re.match(r"^  \S+ \(\w+\): ", line)]
+    assert layers and not [line for line in layers if "?" in line], result.stdout
+    units = [line for line in layers if " (LstmUnit): " in line]
+    assert len(units) == 18 and all("(4096, 64), (4096, 64)" in u for u in units), units
+    assert "lstm_input (Transpose): upsample/pool5 -> lstm_input  (4096, 512)" in result.stdout
+    assert "score1 (Transpose): lstm2/h/input -> score1  (1, 576, 64, 64)" in result.stdout
+    small = invoke("inspect", corpus2_path(name), "--shape", "data:1x3x32x32")
+    assert_one_error_line(small, "layer 'lstm0/0' (LstmUnit)")
