@@ -241,3 +241,33 @@ def test_charleen777_grid_is_shaped_through_at_its_image_size(invoke):
     assert "score1 (Transpose): lstm2/h/input -> score1  (1, 576, 64, 64)" in result.stdout
     small = invoke("inspect", corpus2_path(name), "--shape", "data:1x3x32x32")
     assert_one_error_line(small, "layer 'lstm0/0' (LstmUnit)")
+
+
+#: MyCaffe's char-RNN nets (train_val: Input, Embed, two LSTMs, the loss) cut at their last LSTM
+#: and shortened: LstmSimple reads T·N rows and a clip per row (the file's 75x1), Lstm by
+#: recurrent_param (dropout_seed, the cuDNN fields) reads (T, N).
+MYCAFFE_CUTS = {
+    "MyCaffe__MyCaffe/MyCaffe.test__test_data__models__rnn__char_rnn__lstm_simple__train_val"
+    ".prototxt": ("--outputs", "lstm2", "--shape", "data:12x1", "--shape", "clip:12x1"),
+    "MyCaffe__MyCaffe/models__rnn__char_rnn__train_val.prototxt":
+        ("--outputs", "lstm2", "--shape", "data:6x2", "--shape", "clip:6x2"),
+    "MyCaffe__MyCaffe/models__rnn__char_rnn__train_val_cudnn.prototxt":
+        ("--outputs", "lstm1", "--shape", "data:6x2", "--shape", "clip:6x2"),
+}
+
+
+@needs_corpus2
+@pytest.mark.parametrize("name", sorted(MYCAFFE_CUTS))
+def test_mycaffe_char_rnn_verifies_as_the_file_writes_it(invoke, tmp_path, name):
+    """The forks' spellings (LstmSimple, Lstm with recurrent_param's dropout_seed and cuDNN
+    fields) in MyCaffe's own files: numpy's rewrite, TensorRT's network and onnxruntime equal
+    the fork's equations at a short sequence."""
+    pytest.importorskip("tensorrt_rtx_bindings")
+    pytest.importorskip("onnxruntime")
+    weights, options = tmp_path / "w.caffemodel", MYCAFFE_CUTS[name]
+    result = invoke("weights", "init", corpus2_path(name), "-o", weights, *options)
+    assert result.exit_code == 0, result.stderr
+    result = invoke("verify", corpus2_path(name), "-w", weights, "--runtime", "tensorrt-rtx",
+                    "--onnxruntime", *options)
+    assert result.exit_code == 0 and result.stdout.count(" ok\n") == 3, result.stdout
+    assert " no signal" not in result.stdout, result.stdout
