@@ -287,6 +287,11 @@ CASES = {
                                files={**WEIGHTS, "in.npz": npy}),
     "inputs-header-claims-4-TB": Case(RUN_WITH_INPUTS, "in.npz", "the arrays need 3.64 TiB",
                                       files={**WEIGHTS, "in.npz": huge_npy_header}),
+    # ---- verify's tolerances: a negative or NaN term makes every comparison fail or pass
+    "verify-negative-atol": Case("verify {dir}/net.prototxt -w {dir}/w.caffemodel --atol -1",
+                                 "--atol", "is not a finite number >= 0", files=WEIGHTS),
+    "verify-nan-rtol": Case("verify {dir}/net.prototxt -w {dir}/w.caffemodel --rtol nan",
+                            "--rtol", "is not a finite number >= 0", files=WEIGHTS),
     # ---- outputs that cannot be written
     "run-output-unwritable": Case("run {dir}/net.prototxt -w {dir}/w.caffemodel "
                                   "-o {out}/no/dir/o.npz", "o.npz", "cannot write the output",

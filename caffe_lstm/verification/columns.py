@@ -36,6 +36,13 @@ class Tolerances:
     atol: float | None = None
     rtol: float | None = None
 
+    def __post_init__(self) -> None:
+        # |d| <= atol + rtol·|ref| with a negative or NaN term is never or always met.
+        for name, value in (("atol", self.atol), ("rtol", self.rtol)):
+            if value is not None and not 0 <= value < float("inf"):
+                raise CaffeLstmError(f"the tolerance {name} {value:g} is not a finite number "
+                                     f">= 0", f"{name}=", "give 0 or more")
+
     def of(self, fp16: bool) -> Tolerance:
         default = FLOAT16_TOLERANCE if fp16 else FLOAT32_TOLERANCE
         return Tolerance(default.atol if self.atol is None else self.atol,
