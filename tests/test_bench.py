@@ -111,6 +111,8 @@ def test_bench_an_engine_on_a_gpu(invoke, tmp_path):
     (("{net}", "-w", "{weights}", "--onnx", "{weights}"), "--onnx goes with --backend"),
     (("{net}", "-w", "{weights}", "--iterations", "0"), "--iterations"),
     (("--triton", "127.0.0.1:1"), "--triton needs --model NAME"),
+    (("{net}", "-w", "{weights}", "--model", "m"), "--model and --seconds go with --triton"),
+    (("{net}", "-w", "{weights}", "--seconds", "1"), "--model and --seconds go with --triton"),
     (("--triton", "h:1", "--model", "m", "--concurrency", "1,x"),
      "levels are integers joined by ','"),
     (("--triton", "h:1", "--model", "m", "--concurrency", "0"), "every level must be >= 1"),

@@ -68,6 +68,8 @@ def bench(options: GlobalOptions, net: Path | None, weights: Path | None, output
         _bench_triton(options, triton_url, model_name, concurrency, steps, iterations, seconds,
                       warmup, inputs_path, seed, as_json)
         return
+    if model_name is not None or seconds is not None:  # silently timing the net instead misleads
+        raise click.UsageError("--model and --seconds go with --triton HOST:PORT")
     if net is None or weights is None:
         raise click.UsageError("bench needs NET.prototxt and -w W.caffemodel (or --triton "
                                "HOST:PORT --model NAME)")
