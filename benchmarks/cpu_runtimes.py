@@ -2,6 +2,7 @@
 onnxruntime's own LSTM operator, torch.nn.LSTM and a hand-written numpy loop.
 
     PYTHONPATH=. python benchmarks/cpu_runtimes.py [--repeats N] [--threads K] [--quick]
+        [--caffe PATH/TO/build/tools/caffe [--only-caffe]]
 
 Three shapes, each an LSTM stack whose cont comes from a ``ContinuationIndicator`` (0 at t = 0,
 then 1), so that every runtime below computes exactly Caffe's layer:
@@ -46,7 +47,9 @@ layer so that ``caffe test`` logs no output values; Caffe's logging below warnin
 Caffe's favour). Each is the best of the repeats' wall times. One more Caffe run, its output
 reduced to sum_h |h| per (t, n) by a ``Reduction`` layer that ``caffe test`` logs, is compared
 with caffe-lstm's output. Printed: ``numpy run (whole process) / real Caffe (whole process)``
-(issue 25's target: ≤ 0.33).
+(issue 25's target: ≤ 0.33), and, for scale, a Python process that only imports numpy. The
+Python processes have their modules' bytecode, as an installed caffe-lstm has it
+(``installed_python``). ``--only-caffe`` skips the in-process runtimes.
 """
 
 from __future__ import annotations
@@ -97,13 +100,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny shapes; a smoke test")
     parser.add_argument("--caffe", type=Path, metavar="PATH/TO/build/tools/caffe",
                         help="real Caffe's tool: also time the whole process against it")
+    parser.add_argument("--only-caffe", action="store_true",
+                        help="with --caffe: only the whole-process comparison")
     args = parser.parse_args()
+    if args.only_caffe and not args.caffe:
+        parser.error("--only-caffe needs --caffe")
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as folder:
-        for name, dims in (QUICK_SHAPES if args.quick else SHAPES).items():
+        for name, dims in ({} if args.only_caffe else QUICK_SHAPES if args.quick
+                           else SHAPES).items():
             measure(Path(folder), name, dims, 1 if args.quick else args.repeats, args.threads)
         if args.caffe:
             name = "2-layer"
@@ -295,8 +303,10 @@ def against_caffe(folder: Path, caffe: Path, name: str, dims: tuple[int, ...],
     quiet = {**os.environ, "GLOG_minloglevel": "1"}  # Caffe's INFO log off: in its favour
     (folder / "timed.prototxt").write_text(caffe_prototxt(dims, "silence"))
     (folder / "check.prototxt").write_text(caffe_prototxt(dims, "check"))
-    best_ours, best_theirs = best_ms(
-        [(ours, dict(os.environ)), ([*theirs, "-model", str(folder / "timed.prototxt")], quiet)],
+    python = installed_python(folder)
+    best_ours, best_theirs, best_floor = best_ms(
+        [(ours, python), ([*theirs, "-model", str(folder / "timed.prototxt")], quiet),
+         ([sys.executable, "-c", "import numpy"], python)],
         repeats)
     logged = run_process([*theirs, "-model", str(folder / "check.prototxt")], os.environ)
     caffe_sums = np.array([float(v) for v in re.findall(r"Batch 0, abs_sum = (\S+)", logged)])
@@ -305,11 +315,21 @@ def against_caffe(folder: Path, caffe: Path, name: str, dims: tuple[int, ...],
         sys.exit(f"error: real Caffe logged {caffe_sums.size} sums, expected {our_sums.size}")
     error = float(np.abs(caffe_sums - our_sums).max()) / max(float(our_sums.max()), 1e-30)
     print(f"{name} whole process (T={T}, N={N}, I={I}, H={H}); best of {repeats}:")
-    print(f"  caffe-lstm run (numpy) {best_ours:10.1f} ms")
+    print(f"  caffe-lstm run (numpy) {best_ours:10.1f} ms   (Python + numpy start-up alone "
+          f"{best_floor:.1f} ms)")
     print(f"  real Caffe (caffe test) {best_theirs:9.1f} ms   sum_h |h| per (t, n) vs "
           f"caffe-lstm {error:.1e}")
     print(f"{name}: numpy run (whole process) / real Caffe (whole process) = "
           f"{best_ours / best_theirs:.3f}   (target ≤ 0.33)")
+
+
+def installed_python(folder: Path) -> dict[str, str]:
+    """The environment of a Python whose modules have their bytecode, as a pip-installed
+    caffe-lstm has it (pip compiles it at install): caches are written, under ``folder``
+    (not into the checkout), by the warm-up round. Without them (``PYTHONDONTWRITEBYTECODE``,
+    which some sandboxes set) every process compiles ~140 modules from source, +0.15 s here."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": str(folder / "pycache")}
 
 
 def caffe_prototxt(dims: tuple[int, ...], ending: str) -> str:
