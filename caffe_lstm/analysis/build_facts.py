@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +28,9 @@ KEY_PREFIX = "caffe_lstm."
 
 
 def caffe_lstm_version() -> str:
+    """The installed caffe-lstm's version (importlib.metadata, 20 ms: imported when asked)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("caffe-lstm")
     except PackageNotFoundError:  # a source tree that was never installed

@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import importlib.metadata
 import importlib.util
 import inspect
 import linecache
@@ -45,13 +44,16 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Node
 from caffe_lstm.ops import registry
 from caffe_lstm.ops.registry import (FACETS, Op, claimed_facets, get_op, has_facet,
                                      restore_registry, snapshot_registry)
+
+if TYPE_CHECKING:  # importlib.metadata loads when installed plugins are looked for
+    from importlib.metadata import EntryPoint
 
 #: The entry-point group installed plugins declare (``[project.entry-points."caffe_lstm.ops"]``).
 ENTRY_POINT_GROUP = "caffe_lstm.ops"
@@ -492,7 +494,9 @@ def load_installed_plugins(strict: bool = True) -> list[Plugin]:
     if not _STATE.installed_done:
         _STATE.installed_done = True
         _STATE.failed = []
-        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        from importlib.metadata import entry_points  # 20 ms of start-up: only when looked for
+
+        for entry in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 _load_entry_point(entry)
             except PluginError as exc:
@@ -503,7 +507,7 @@ def load_installed_plugins(strict: bool = True) -> list[Plugin]:
     return [p for p in _STATE.loaded.values() if p.how == "entry point"]
 
 
-def _load_entry_point(entry: importlib.metadata.EntryPoint) -> Plugin:
+def _load_entry_point(entry: EntryPoint) -> Plugin:
     plugin = _entry_plugin(entry)
     module = plugin.module
     if module in _STATE.loaded:
@@ -515,7 +519,7 @@ def _load_entry_point(entry: importlib.metadata.EntryPoint) -> Plugin:
     return plugin
 
 
-def _entry_plugin(entry: importlib.metadata.EntryPoint, error: str = "") -> Plugin:
+def _entry_plugin(entry: EntryPoint, error: str = "") -> Plugin:
     dist = getattr(entry, "dist", None)
     name = (dist.metadata["Name"] if dist is not None else None) or ""
     return Plugin(entry.name, "entry point", entry.value.split(":", 1)[0].strip(),
