@@ -21,19 +21,16 @@ from caffe_lstm.analysis.checks import require_layers, require_weights
 from caffe_lstm.analysis.profiles import checked_profiles
 from caffe_lstm.analysis.summary import summarize
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
-from caffe_lstm.backends.unit_scale import unit_scaled
 from caffe_lstm.built import Engine, OnnxExport
 from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.feeds import apply_feeds, random_feeds
 from caffe_lstm.files import (arrays_from, nothing_left_on_error,
                               refuse_to_overwrite)
-from caffe_lstm.frontend.caffe_writer import write_caffemodel
 from caffe_lstm.frontend.loader import layer_fillers, load_net
 from caffe_lstm.frontend.netstate import LayerSelection
 from caffe_lstm.frontend.unknown import SkippedField
 from caffe_lstm.ir.graph import Graph, clone_graph
 from caffe_lstm.ir.walk import Progress
-from caffe_lstm.layouts import export_layer, import_layer, layout_layer
 from caffe_lstm.ops import recurrent_spec
 from caffe_lstm.options import (DEFAULT_OPSET, Backend, BuildRequest, LstmOp, Profile, Route,
                                 Runtime, State)
@@ -41,13 +38,13 @@ from caffe_lstm.passes import DEFAULT_PIPELINE, refuse_hidden_states, run_passes
 from caffe_lstm.passes.onnx_forms import engine_rewrite, lstm_op_choices, onnx_rewrite
 from caffe_lstm.passes.expose_state import (carried_states, expose_recurrent_state,
                                             needs_state_io, resolve_state, zero_states)
-from caffe_lstm.synthetic import synthetic_weights
-from caffe_lstm.verification import Prepared, Verification
 
 
-if TYPE_CHECKING:  # serving loads on first use: most users never serve
+if TYPE_CHECKING:  # loaded on first use (serving, verify, writing caffemodels, layouts): a
+    # process pays for what it calls, `caffe-lstm run` for the reader and numpy's executor only
     from caffe_lstm.serving.config import Batching
     from caffe_lstm.serving.repository import TritonModel
+    from caffe_lstm.verification import Prepared, Verification
 
 #: Input arrays: a mapping by Caffe blob name, or the path of an .npz holding them.
 Inputs = Mapping[str, np.ndarray] | str | Path | None
@@ -169,6 +166,8 @@ class Net:
         """The net shaped for the inputs (random ones from ``seed`` without any) and its
         rewrite, built once: what every column of ``verify`` runs from (a ``Prepared``:
         ``graph``, ``rewritten``, ``feeds``, ``seed``)."""
+        from caffe_lstm.verification import Prepared
+
         graph, feeds = self._fed_graph(inputs, seed)
         return Prepared(graph, _rewrite(clone_graph(graph)), feeds, seed)
 
@@ -208,7 +207,8 @@ class Net:
         """Writes the rewritten net as ``outdir/<stem>.prototxt`` (and ``.caffemodel`` when
         weights were loaded): the loop form with caffe-lstm's Loop layer, or with ``unroll``
         plain upstream Caffe. Nothing is left behind on an error; returns the files written."""
-        from caffe_lstm.frontend.caffe_writer import to_net_parameter, write_prototxt
+        from caffe_lstm.frontend.caffe_writer import (to_net_parameter, write_caffemodel,
+                                                      write_prototxt)
 
         self._require_layers()
         outdir, stem = Path(outdir), self.prototxt.stem
@@ -354,6 +354,8 @@ class Net:
     def export_weights(self, layer: str, layout: str) -> dict[str, np.ndarray]:
         """One LSTM layer's weights in another framework's layout (``caffe``, ``pytorch``,
         ``onnx``, ``keras``, ``keras-cudnn``, ``cudnn``, ``tf``), under its own array names."""
+        from caffe_lstm.layouts import export_layer, layout_layer
+
         node = layout_layer(self.graph, layer, str(self.prototxt))
         return export_layer(node, layout, str(self.weights))
 
@@ -362,6 +364,7 @@ class Net:
         by ``arrays`` (by name, in ``layout``; an .npz path or a mapping). Two-bias layouts are
         summed into Caffe's one bias. Returns the number of other layers copied."""
         from caffe_lstm.frontend.caffemodel_edit import write_with_layer_replaced
+        from caffe_lstm.layouts import import_layer, layout_layer
 
         node = layout_layer(self.graph, layer, str(self.prototxt))
         if self.weights is None:
@@ -375,6 +378,10 @@ class Net:
     def write_synthetic_weights(self, output: str | Path, seed: int = 0, *,
                                 fillers: bool = False) -> int:
         """Writes ``weights init``'s weights (docs/api.md) to ``output``; returns the layers."""
+        from caffe_lstm.backends.unit_scale import unit_scaled
+        from caffe_lstm.frontend.caffe_writer import write_caffemodel
+        from caffe_lstm.synthetic import synthetic_weights
+
         self._require_layers()
         drawn = synthetic_weights(self.graph, seed, fillers=layer_fillers(self.prototxt))
         layers = drawn if fillers else unit_scaled(self.graph, drawn, self.random_inputs(seed),

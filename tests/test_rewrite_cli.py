@@ -250,7 +250,7 @@ def test_created_outdirs_are_removed_when_the_caffemodel_fails(invoke, tmp_path,
     def fail(path, *args, **kwargs):
         raise OutputError("cannot write the output (No space left on device)", str(path))
 
-    monkeypatch.setattr("caffe_lstm.api.write_caffemodel", fail)
+    monkeypatch.setattr("caffe_lstm.frontend.caffe_writer.write_caffemodel", fail)
     net, weights = sample("captioner")
     result = invoke("rewrite", net, "-w", weights, "-o", tmp_path / "new" / "deeper")
     assert_one_error_line(result, "No space left on device")
