@@ -3,20 +3,17 @@ and printing; its contract is docs/cli.md."""
 
 from __future__ import annotations
 
+import importlib
+from functools import partial
+
 from caffe_lstm.cli.group import UserError, cli
 
-# Each import registers one command on `cli`.
-from caffe_lstm.cli import inspect as _inspect  # noqa: F401
-from caffe_lstm.cli import run as _run  # noqa: F401
-from caffe_lstm.cli import verify as _verify  # noqa: F401
-from caffe_lstm.cli import dot as _dot  # noqa: F401
-from caffe_lstm.cli import rewrite as _rewrite  # noqa: F401
-from caffe_lstm.cli import convert as _convert  # noqa: F401
-from caffe_lstm.cli import export as _export  # noqa: F401
-from caffe_lstm.cli import weights as _weights  # noqa: F401
-from caffe_lstm.cli import triton as _triton  # noqa: F401
-from caffe_lstm.cli import serve as _serve  # noqa: F401
-from caffe_lstm.cli import bench as _bench  # noqa: F401
+#: The commands, each in the module of its name (``caffe_lstm.cli.<name>``) that registers it on
+#: `cli` when imported: imported when the command is used (group.Commands), not before.
+COMMANDS = ("inspect", "run", "verify", "dot", "rewrite", "convert", "export", "weights",
+            "triton", "serve", "bench")
+for _name in COMMANDS:
+    cli.commands.defer(_name, partial(importlib.import_module, f"{__name__}.{_name}"))
 
 __all__ = ["UserError", "cli", "main"]
 

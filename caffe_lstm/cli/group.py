@@ -1,5 +1,6 @@
 """The ``caffe-lstm`` command group and its global options; each command module registers
-itself on ``cli`` (the package ``caffe_lstm.cli`` imports them all).
+itself on ``cli`` when imported, and the package ``caffe_lstm.cli`` names the commands so that
+each module is imported only when its command is used (``Commands``).
 
 The global options work before or after the command name (``caffe-lstm -q convert ...`` and
 ``caffe-lstm convert ... -q``): every command and subgroup carries them too, hidden from its
@@ -8,7 +9,7 @@ The global options work before or after the command name (``caffe-lstm -q conver
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 import click
@@ -70,6 +71,42 @@ def _hidden_globals(params: list[click.Parameter]) -> list[click.Parameter]:
     return [*params, *late]
 
 
+class Commands(MutableMapping[str, click.Command]):
+    """A group's commands by name, each loaded on first use: ``defer(name, load)`` names a
+    command whose ``load()`` imports the module that registers it. The names are known without
+    loading anything (the group's ``--help`` and "did you mean" list them), a command is loaded
+    when looked up (run, its ``--help``, or the group's, which shows every command's summary):
+    a process pays only for the commands it uses, ``caffe-lstm run`` not for the serving stack."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, click.Command] = {}
+        self._deferred: dict[str, Callable[[], object]] = {}
+
+    def defer(self, name: str, load: Callable[[], object]) -> None:
+        self._deferred[name] = load
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded and name in self._deferred:
+            self._deferred[name]()  # imports its module, whose add_command sets it here
+            if name not in self._loaded:
+                raise RuntimeError(f"loading the command {name!r} did not register it")
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._deferred.pop(name, None)
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if self._deferred.pop(name, None) is None:
+            del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._deferred, **self._loaded})
+
+    def __len__(self) -> int:
+        return len(self._deferred.keys() | self._loaded.keys())
+
+
 class _Command(click.Command):
     """A command that also takes the global options after its name."""
 
@@ -88,6 +125,8 @@ class _Group(click.Group):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.params = _hidden_globals(self.params)
+        commands, self.commands = self.commands, Commands()
+        self.commands.update(commands)
 
     def invoke(self, ctx: click.Context):
         try:

@@ -7,13 +7,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import click
 
-from caffe_lstm import api
-from caffe_lstm.analysis.build_facts import BuildFacts
 from caffe_lstm.options import (DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Choice, LstmOp, Profile,
                                 Runtime, State, describe)
+
+if TYPE_CHECKING:  # the API loads with the first command that reads a net (`load`)
+    from caffe_lstm import api
+    from caffe_lstm.analysis.build_facts import BuildFacts
 
 
 @dataclass
@@ -277,6 +280,8 @@ def load(net: Path, weights: Path | None, outputs: str, phase: str,
     """Loads the net with the selection options applied (``--shape`` from the context), then
     prints its notes (unless -q) and, with -v, one warning per unknown field it skipped, on
     standard error."""
+    from caffe_lstm import api
+
     names = output_names(outputs)
     ctx = click.get_current_context(silent=True)
     shapes = ctx.meta.get(STATIC_SHAPES, {}) if ctx is not None else {}
