@@ -1,0 +1,103 @@
+"""What a process imports (issue 25: the whole ``caffe-lstm run`` process against Caffe's).
+
+``caffe-lstm run`` with numpy imports the reader, the rewrite and numpy's executor, nothing of
+the other commands: not the serving stack (urllib, http, ssl, email), not verify's columns, the
+caffemodel writer, the weight layouts, ``weights init``'s synthesis, onnx, onnxruntime or
+TensorRT, and not importlib.metadata (only installed plugins and ``__version__`` need it).
+``import caffe_lstm`` imports none of its names until one is used (PEP 562), and the command
+group loads a command's module only when that command is used.
+
+Each check runs the real entry point (``python -m caffe_lstm``, through runpy) in a fresh
+interpreter and reads ``sys.modules`` after the command has exited.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from caffe_lstm import api
+from caffe_lstm.cli import COMMANDS, cli
+from tests.helpers import ROOT, sample
+
+#: Imported by no numpy ``run``: module names, a name ending in "." stands for its submodules too.
+NOT_FOR_RUN = (
+    "caffe_lstm.serving", "caffe_lstm.verification", "caffe_lstm.layouts", "caffe_lstm.synthetic",
+    "caffe_lstm.frontend.caffe_writer", "caffe_lstm.frontend.caffemodel_edit",
+    "caffe_lstm.backends.unit_scale", "caffe_lstm.backends.onnx", "caffe_lstm.backends.tensorrt",
+    "caffe_lstm.backends.dot", "caffe_lstm.compare", "caffe_lstm.bench",
+    *(f"caffe_lstm.cli.{command}" for command in COMMANDS if command != "run"),
+    "onnx", "onnxruntime", "tensorrt", "tensorrt_rtx", "polygraphy", "torch",
+    "urllib.request", "http", "ssl", "email", "socket", "subprocess", "importlib.metadata",
+)
+
+#: Runs ``python -m caffe_lstm <argv>`` as the console script does, then prints what was
+#: imported before the command and after it, as JSON.
+PROBE = """
+import json, runpy, sys
+import caffe_lstm
+before = sorted(sys.modules)
+sys.argv = ["caffe-lstm", *json.loads(sys.argv[1])]
+try:
+    runpy.run_module("caffe_lstm", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    status = exc.code or 0
+else:
+    status = 0
+print(json.dumps({"status": status, "before": before, "after": sorted(sys.modules)}))
+"""
+
+
+def imported(*argv: object) -> tuple[list[str], list[str]]:
+    """The modules imported by ``import caffe_lstm``, and after ``caffe-lstm <argv>`` ran."""
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps([str(a) for a in argv])],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["status"] == 0, done.stderr
+    return report["before"], report["after"]
+
+
+def heavy(modules: list[str], unwanted: tuple[str, ...] = NOT_FOR_RUN) -> list[str]:
+    return [name for name in modules
+            if any(name == bad or name.startswith(bad + ".") for bad in unwanted)]
+
+
+@pytest.fixture(scope="module")
+def run_imports(tmp_path_factory) -> tuple[list[str], list[str]]:
+    net, weights = sample("seq_classifier")
+    out = tmp_path_factory.mktemp("startup")
+    inputs = out / "x.npz"
+    np.savez(inputs, **api.load(net, weights).random_inputs(3))
+    return imported("run", net, "-w", weights, "--inputs", inputs, "-o", out / "y.npz", "-q")
+
+
+def test_run_with_numpy_imports_only_what_it_uses(run_imports):
+    _, after = run_imports
+    assert "caffe_lstm.backends.numpy_exec" in after  # it did run the net
+    assert "caffe_lstm.cli.run" in after
+    assert heavy(after) == []
+
+
+def test_import_caffe_lstm_imports_no_name_until_used(run_imports):
+    before, _ = run_imports
+    assert [name for name in before if name.startswith("caffe_lstm")] == ["caffe_lstm"]
+    assert "numpy" not in before and "importlib.metadata" not in before
+
+
+def test_the_check_sees_a_heavy_import():
+    """Not vacuous: the same probe reports what another command imports (``serve --help``
+    loads the serving stack)."""
+    _, after = imported("serve", "--help")
+    assert "caffe_lstm.serving.server" in heavy(after)
+
+
+def test_every_command_is_named_and_registered_by_its_module():
+    """The names ``caffe_lstm.cli`` defers are exactly the commands the modules register."""
+    assert sorted(COMMANDS) == cli.list_commands(None)
+    for name in COMMANDS:
+        assert cli.commands[name].name == name
