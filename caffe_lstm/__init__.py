@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 #: Public name -> the module it comes from, imported when the name is first used.
 _HOMES = {
-    **dict.fromkeys(("Engine", "Net", "OnnxExport", "build_facts", "load", "run_engine"),
-                    "caffe_lstm.api"),
+    **dict.fromkeys(("Net", "build_facts", "load", "run_engine"), "caffe_lstm.api"),
+    **dict.fromkeys(("Engine", "OnnxExport"), "caffe_lstm.built"),
     "Verification": "caffe_lstm.verification",
     **dict.fromkeys(("CaffeLstmError", "ExecutionError", "GraphError", "ModelLoadError",
                      "OutputError", "ShapeError", "UnsupportedLayerError", "VerificationError"),
@@ -72,7 +72,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports them
-    from caffe_lstm.api import Engine, Net, OnnxExport, build_facts, load, run_engine
+    from caffe_lstm.api import Net, build_facts, load, run_engine
+    from caffe_lstm.built import Engine, OnnxExport
     from caffe_lstm.errors import (CaffeLstmError, ExecutionError, GraphError, ModelLoadError,
                                    OutputError, ShapeError, UnsupportedLayerError,
                                    VerificationError)

@@ -16,12 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from caffe_lstm.analysis.build_facts import BuildFacts, model_state, read_facts
 from caffe_lstm.analysis.checks import require_layers, require_weights
 from caffe_lstm.analysis.profiles import checked_profiles
 from caffe_lstm.analysis.summary import summarize
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
-from caffe_lstm.built import Engine, OnnxExport
 from caffe_lstm.errors import ModelLoadError
 from caffe_lstm.feeds import apply_feeds, random_feeds
 from caffe_lstm.files import (arrays_from, nothing_left_on_error,
@@ -40,8 +38,10 @@ from caffe_lstm.passes.expose_state import (carried_states, expose_recurrent_sta
                                             needs_state_io, resolve_state, zero_states)
 
 
-if TYPE_CHECKING:  # loaded on first use (serving, verify, writing caffemodels, layouts): a
-    # process pays for what it calls, `caffe-lstm run` for the reader and numpy's executor only
+if TYPE_CHECKING:  # loaded on first use (serving, verify, building, writing caffemodels,
+    # layouts): a process pays for what it calls, `run` for the reader and numpy's executor only
+    from caffe_lstm.analysis.build_facts import BuildFacts
+    from caffe_lstm.built import Engine, OnnxExport
     from caffe_lstm.serving.config import Batching
     from caffe_lstm.serving.repository import TritonModel
     from caffe_lstm.verification import Prepared, Verification
@@ -158,6 +158,8 @@ class Net:
         """Runs a built engine on a GPU (through Polygraphy) on the same inputs ``run`` takes.
         ``state`` None: the engine's own (its build facts; else zero); an engine built from
         other files than this net's is refused."""
+        from caffe_lstm.analysis.build_facts import model_state
+
         state = model_state(engine, state, self.prototxt, self.weights)
         _, feeds = self._stated(state)._fed_graph(inputs, seed)
         return run_engine(engine, feeds, runtime=runtime)
@@ -245,6 +247,7 @@ class Net:
         from caffe_lstm.backends.tensorrt.build import BuildOptions, build_engine
         from caffe_lstm.backends.tensorrt.onnx_route import build_through_onnx
         from caffe_lstm.backends.tensorrt.runtime import load_runtime
+        from caffe_lstm.built import Engine
 
         r = request or BuildRequest(runtime, via, state, fp16, opset, shapes, (), lstm_op, unroll)
         trt_runtime, onnx = load_runtime(r.runtime), r.route is Route.ONNX
@@ -280,6 +283,7 @@ class Net:
         ``progress(phase, done, total)``: of the layers exported; ``request``: a BuildRequest."""
         from caffe_lstm.backends.onnx.exporter import (build_model, save_model, set_metadata,
                                                        value_dims)
+        from caffe_lstm.built import OnnxExport
 
         r = request or BuildRequest(state=state, opset=opset, profiles=shapes, lstm_op=lstm_op)
         r.check_outputs(list(self.outputs))
@@ -307,6 +311,7 @@ class Net:
         (``state`` None: its own, as ``run_engine``), or the net exported in memory for these
         inputs' shapes with ``lstm_op`` (auto: ONNX's own LSTM where exact, the fastest)."""
         from caffe_lstm.backends.onnx.exporter import build_model, read_metadata
+        from caffe_lstm.analysis.build_facts import model_state
         from caffe_lstm.backends.onnx.runtime import require_onnxruntime, run_model
 
         require_onnxruntime()
@@ -397,6 +402,8 @@ class Net:
         return self.with_state_io() if state is State.IO else self.copy()
 
     def _facts(self, state: State | str, graph: Graph, **facts: Any) -> BuildFacts:
+        from caffe_lstm.analysis.build_facts import BuildFacts
+
         return BuildFacts.of_graph(graph, resolve_state(self.graph, state), self.prototxt,
                                    self.weights, **facts)  # of a model of ``graph``
 
@@ -432,6 +439,7 @@ def run_engine(engine: str | Path, inputs: Mapping[str, np.ndarray], *,
 
 def build_facts(model: str | Path) -> BuildFacts:
     """How a model file was built (its metadata_props, an engine's ENGINE.json), or raises."""
+    from caffe_lstm.analysis.build_facts import read_facts
     from caffe_lstm.backends.onnx.exporter import read_metadata
 
     return read_facts(model, read_metadata)

@@ -13,7 +13,7 @@ interpreter and reads ``sys.modules`` after the command has exited.
 
 from __future__ import annotations
 
-import json
+import ast
 import subprocess
 import sys
 
@@ -29,35 +29,36 @@ NOT_FOR_RUN = (
     "caffe_lstm.serving", "caffe_lstm.verification", "caffe_lstm.layouts", "caffe_lstm.synthetic",
     "caffe_lstm.frontend.caffe_writer", "caffe_lstm.frontend.caffemodel_edit",
     "caffe_lstm.backends.unit_scale", "caffe_lstm.backends.onnx", "caffe_lstm.backends.tensorrt",
-    "caffe_lstm.backends.dot", "caffe_lstm.compare", "caffe_lstm.bench",
+    "caffe_lstm.backends.dot", "caffe_lstm.compare", "caffe_lstm.bench", "caffe_lstm.built",
+    "caffe_lstm.analysis.build_facts", "json",
     *(f"caffe_lstm.cli.{command}" for command in COMMANDS if command != "run"),
     "onnx", "onnxruntime", "tensorrt", "tensorrt_rtx", "polygraphy", "torch",
     "urllib.request", "http", "ssl", "email", "socket", "subprocess", "importlib.metadata",
 )
 
 #: Runs ``python -m caffe_lstm <argv>`` as the console script does, then prints what was
-#: imported before the command and after it, as JSON.
+#: imported before the command and after it (a Python literal: json would be an import).
 PROBE = """
-import json, runpy, sys
+import runpy, sys
 import caffe_lstm
 before = sorted(sys.modules)
-sys.argv = ["caffe-lstm", *json.loads(sys.argv[1])]
+sys.argv = ["caffe-lstm", *sys.argv[1:]]
 try:
     runpy.run_module("caffe_lstm", run_name="__main__", alter_sys=True)
 except SystemExit as exc:
     status = exc.code or 0
 else:
     status = 0
-print(json.dumps({"status": status, "before": before, "after": sorted(sys.modules)}))
+print(repr({"status": status, "before": before, "after": sorted(sys.modules)}))
 """
 
 
 def imported(*argv: object) -> tuple[list[str], list[str]]:
     """The modules imported by ``import caffe_lstm``, and after ``caffe-lstm <argv>`` ran."""
-    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps([str(a) for a in argv])],
+    done = subprocess.run([sys.executable, "-c", PROBE, *map(str, argv)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     assert report["status"] == 0, done.stderr
     return report["before"], report["after"]
 
