@@ -27,7 +27,12 @@ class Sigmoid(_SameShape):
     @staticmethod
     def numpy(ctx, node: Node, x):
         # σ(x) = 0.5·tanh(0.5·x) + 0.5, as Caffe's CPU code computes it: exp cannot overflow.
-        return (np.float32(0.5) * np.tanh(np.float32(0.5) * x) + np.float32(0.5),)
+        # The tanh's result is new: scaled and shifted in place (a scalar is rebound).
+        half = np.float32(0.5)
+        y = np.tanh(half * x)
+        y *= half
+        y += half
+        return (y,)
 
     @staticmethod
     def tensorrt(ctx, node: Node, x):

@@ -53,8 +53,9 @@ class Eltwise(Op):
         if operation == "MAX":
             return (reduce(np.maximum, bottoms),)
         coeffs = node.attrs.get("coeff") or [1.0] * len(bottoms)
-        # y = Σ coeff_i · x_i
-        return (reduce(np.add, (np.float32(c) * x for c, x in zip(coeffs, bottoms))),)
+        # y = Σ coeff_i · x_i; a coeff of 1 needs no product (1·x is x, bit for bit)
+        return (reduce(np.add, (x if c == 1 else np.float32(c) * x
+                                for c, x in zip(coeffs, bottoms))),)
 
     @staticmethod
     def tensorrt(ctx, node: Node, *bottoms):
