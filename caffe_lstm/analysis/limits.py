@@ -18,9 +18,12 @@ import os
 import re
 from contextvars import ContextVar
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from caffe_lstm.errors import CaffeLstmError, ShapeError, layer_where
-from caffe_lstm.ir.graph import Graph, Node, Value
+
+if TYPE_CHECKING:  # annotations only: the CLI's global options read limits without numpy
+    from caffe_lstm.ir.graph import Graph, Node, Value
 
 __all__ = ["DEFAULT_MAX_BYTES", "ENV_VAR", "MAX_DIM", "check_dims", "check_memory",
            "format_size", "max_bytes", "memory_limit", "parse_size"]

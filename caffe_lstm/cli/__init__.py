@@ -7,6 +7,7 @@ import importlib
 from functools import partial
 
 from caffe_lstm.cli.group import UserError, cli
+from caffe_lstm.cli.startup import pause_collector
 
 #: The commands, each in the module of its name (``caffe_lstm.cli.<name>``) that registers it on
 #: `cli` when imported: imported when the command is used (group.Commands), not before.
@@ -19,5 +20,7 @@ __all__ = ["UserError", "cli", "main"]
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point (the garbage collector waits while the command's modules are
+    imported: cli/startup.py)."""
+    pause_collector()
     cli(prog_name="caffe-lstm")

@@ -10,14 +10,28 @@ The global options work before or after the command name (``caffe-lstm -q conver
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from caffe_lstm.analysis.limits import ENV_VAR, memory_limit, parse_size
-from caffe_lstm.cli.options import GlobalOptions
-from caffe_lstm.cli.words import cli_line
+from caffe_lstm.cli.startup import resume_collector
 from caffe_lstm.errors import CaffeLstmError
+
+
+@dataclass
+class GlobalOptions:
+    """The global options, reachable from every command."""
+
+    verbose: int = 0
+    quiet: bool = False
+    debug: bool = False
+
+    def say(self, text: str = "") -> None:
+        """Prints ``text`` unless --quiet."""
+        if not self.quiet:
+            click.echo(text)
 
 
 class UserError(click.ClickException):
@@ -108,11 +122,16 @@ class Commands(MutableMapping[str, click.Command]):
 
 
 class _Command(click.Command):
-    """A command that also takes the global options after its name."""
+    """A command that also takes the global options after its name; starting, it resumes the
+    garbage collector ``main`` paused for the imports (cli/startup.py)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.params = _hidden_globals(self.params)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        resume_collector()
+        return super().invoke(ctx)
 
 
 class _Group(click.Group):
@@ -134,6 +153,8 @@ class _Group(click.Group):
         except CaffeLstmError as exc:
             if isinstance(ctx.obj, GlobalOptions) and ctx.obj.debug:
                 raise
+            from caffe_lstm.cli.words import cli_line  # its patterns compile on an error only
+
             raise UserError(cli_line(exc)) from None
 
 

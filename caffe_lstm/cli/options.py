@@ -4,33 +4,20 @@ default and help text made from ``caffe_lstm.options`` where the API shares the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import click
 
+from caffe_lstm import api
+from caffe_lstm.cli.group import GlobalOptions
 from caffe_lstm.options import (DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Choice, LstmOp, Profile,
                                 Runtime, State, describe)
 
-if TYPE_CHECKING:  # the API loads with the first command that reads a net (`load`)
-    from caffe_lstm import api
+if TYPE_CHECKING:
     from caffe_lstm.analysis.build_facts import BuildFacts
 
-
-@dataclass
-class GlobalOptions:
-    """The global options, reachable from every command."""
-
-    verbose: int = 0
-    quiet: bool = False
-    debug: bool = False
-
-    def say(self, text: str = "") -> None:
-        """Prints ``text`` unless --quiet."""
-        if not self.quiet:
-            click.echo(text)
 
 
 pass_options = click.make_pass_decorator(GlobalOptions, ensure=True)
@@ -280,8 +267,6 @@ def load(net: Path, weights: Path | None, outputs: str, phase: str,
     """Loads the net with the selection options applied (``--shape`` from the context), then
     prints its notes (unless -q) and, with -v, one warning per unknown field it skipped, on
     standard error."""
-    from caffe_lstm import api
-
     names = output_names(outputs)
     ctx = click.get_current_context(silent=True)
     shapes = ctx.meta.get(STATIC_SHAPES, {}) if ctx is not None else {}
