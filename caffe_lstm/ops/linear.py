@@ -10,6 +10,10 @@ from caffe_lstm.ops.registry import Op, canonical_axis, count, register_op, shap
 from caffe_lstm.ops.unit_output import unit_output_blobs
 
 
+#: Up to this many rows, InnerProduct's numpy facet multiplies as (W·xᵀ)ᵀ (see there).
+FEW_ROWS = 64
+
+
 @register_op
 class InnerProduct(Op):
     """y = x_flat · Wᵀ + b, x flattened from ``axis`` on (inner_product_param).
@@ -57,7 +61,15 @@ class InnerProduct(Op):
     def numpy(ctx, node: Node, x, w, b=None):
         axis = canonical_axis(node, node.attrs["axis"], x.ndim)
         x_flat = x.reshape(count(x.shape, 0, axis), -1)
-        y = x_flat @ (w if node.attrs["transpose"] else w.T)
+        w_t = w if node.attrs["transpose"] else w.T  # (K, num_output)
+        if 1 < len(x_flat) <= FEW_ROWS:
+            # y = (w_tᵀ · x_flatᵀ)ᵀ, a transposed view: with few rows (an LSTM's recurrent
+            # product on its batch) OpenBLAS computes this form about 1.5x faster than
+            # x_flat · w_t (0.20 vs 0.31 ms for 16 rows on a (2048, 512) W); the sums run in
+            # another order, so the last bit may differ. One row is a matrix-vector product.
+            y = (w_t.T @ x_flat.T).T
+        else:
+            y = x_flat @ w_t
         if b is not None:
             # in place: y is the product just made, and a second (count, num_output) array
             # (26 MB for an LSTM's input projection at T·N = 3200) would cost its page faults
