@@ -117,3 +117,10 @@ def test_every_command_is_named_and_registered_by_its_module():
     assert sorted(COMMANDS) == cli.list_commands(None)
     for name in COMMANDS:
         assert cli.commands[name].name == name
+
+
+def test_a_mistyped_command_is_still_suggested(invoke):
+    """click suggests from the group's names, known before any command module is imported."""
+    result = invoke("rnu")
+    assert result.exit_code == 2
+    assert "No such command 'rnu'. Did you mean 'run'?" in result.stderr
