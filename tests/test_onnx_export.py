@@ -116,11 +116,13 @@ def test_stacked_lstms(invoke, tmp_path):
 
 @pytest.mark.parametrize("H", [5, 256])  # 256: the recurrent matrix streamed to the file
 def test_the_scan_body_runs_only_per_step_work(invoke, tmp_path, H):
-    """The LSTM step under onnxruntime, 13 nodes: no loop invariant (the recurrent weight is
+    """The LSTM step under onnxruntime, 12 nodes: no loop invariant (the recurrent weight is
     the body's own initializer, transposed, which onnxruntime packs once), the body on 2-D
     (N, ·) slices so that the recurrent product and the input projection's sum are one Gemm,
-    cont_t arrives shaped (N, 1) and is read by both state Muls, one Sigmoid over the i, f, o
-    block and one Tanh over g; the model still computes Caffe's resets (check_export)."""
+    one Sigmoid over the i, f, o block and one Tanh over g, and cont multiplying the carried
+    states at the end of the step before (by cont_{t+1}, shaped (N, 1)), so that the step's
+    own h is its output, no copy; the Scan writes the layer's blob itself; the model still
+    computes Caffe's resets (check_export)."""
     T, N, I = 7, 3, 4
     net, weights = synthetic_files(tmp_path, variant_net(T, N, I, H, {}), seed=5)
     rng = np.random.default_rng(5)
@@ -129,8 +131,8 @@ def test_the_scan_body_runs_only_per_step_work(invoke, tmp_path, H):
     (scan,) = [node for node in model.graph.node if node.op_type == "Scan"]
     body = next(a.g for a in scan.attribute if a.name == "body")
     ops = [node.op_type for node in body.node]
-    assert sorted(ops) == sorted(["Mul", "Mul", "Gemm", "Split", "Sigmoid", "Split", "Tanh",
-                                  "Mul", "Mul", "Add", "Tanh", "Mul", "Identity"]), ops
+    assert sorted(ops) == sorted(["Gemm", "Split", "Sigmoid", "Split", "Tanh",
+                                  "Mul", "Mul", "Add", "Tanh", "Mul", "Mul", "Mul"]), ops
     (sigmoid,) = [node for node in body.node if node.op_type == "Sigmoid"]
     (after,) = [node for node in body.node if node.op_type == "Split" and
                 node.input[0] == sigmoid.output[0]]
@@ -138,13 +140,19 @@ def test_the_scan_body_runs_only_per_step_work(invoke, tmp_path, H):
     assert sizes[after.input[1]] == [H, H, H]  # i, f, o, each H wide
     (gemm,) = [node for node in body.node if node.op_type == "Gemm"]
     assert gemm.input[1] in {t.name for t in body.initializer}  # packed once by onnxruntime
+    assert gemm.input[0] == body.input[0].name  # h_{t-1}, cont already applied
     assert gemm.input[2] == body.input[2].name  # + the step's input projection
     assert "lstm1/W_hc" not in {name for node in model.graph.node for name in node.input}
     shapes = [[d.dim_value for d in info.type.tensor_type.shape.dim]
               for info in [*body.input, *body.output]]
     assert shapes == [[N, H], [N, H], [N, 4 * H], [N, 1], [N, H], [N, H], [N, H]], shapes
-    cont_t = body.input[-1]
-    assert sum(cont_t.name in node.input for node in body.node) == 2
+    cont_next = body.input[-1]
+    producers = {out: node for node in body.node for out in node.output}
+    h, c, step_output = (producers[o.name] for o in body.output)
+    assert h.op_type == c.op_type == "Mul" and cont_next.name in h.input and \
+        cont_next.name in c.input  # the carried h and c: cont_{t+1} times the step's
+    assert step_output.output[0] in h.input  # the step's h is its output, uncopied
+    assert scan.output[-1] == "r"  # the layer's top, no Unsqueeze/Squeeze after the Scan
 
 
 @pytest.mark.parametrize("static", [None, 3])

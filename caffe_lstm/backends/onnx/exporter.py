@@ -168,7 +168,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     outputs = [_as_output(ctx, value.name, name)
                for value, name in zip(graph.outputs, outputs)]
     tune_scans(onnx, ctx.parts.nodes, ctx.parts.initializers,  # scan_tuning.py
-               {item.header.name: len(item.header.dims) for item in ctx.streamed})
+               {item.header.name: len(item.header.dims) for item in ctx.streamed}, outputs)
     _drop_unread(ctx.parts, ctx.streamed, outputs)
     helper = onnx.helper
     proto = helper.make_graph(

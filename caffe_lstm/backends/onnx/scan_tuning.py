@@ -26,20 +26,28 @@ running per step; every rewrite computes the same values:
   as one piece, split after: Caffe's gates come in the order i, f, o, g, so the LSTM step's
   four activations after a four-way Split become one Sigmoid over the i, f, o block (3H) and
   one Tanh over g, the Sigmoid's result split three ways (the same elementwise values, one
-  node fewer per step). A body output's value is never one of them (ONNX's Scan computes a
-  body that lists one name twice as its outputs wrongly, so the step's output copy, an
-  Identity, stays);
+  node fewer per step). A body output's value is never one of them;
+- the states a step multiplies by cont_t first (Caffe's cont_t · h_{t-1} and cont_t · c_{t-1})
+  are multiplied at the end of the step before, by cont_{t+1}: the same products, carried.
+  The step's own h_t is then no state output, so the step output is h_t itself instead of a
+  copy (an Identity: ONNX's Scan computes a body that lists one name twice among its outputs
+  wrongly). Before the Scan, once: cont shifted by one step with a 1 after its last (the
+  final states are h_T, c_T themselves) and the initial states times cont_0. 12 nodes per
+  LSTM step instead of 13, and 3-4 % less CPU time per step on a long sequence of N = 1
+  (benchmarks/cpu_runtimes.py's, one thread);
 - a body whose every value is (1, ...) — the LSTM step's (1, N, ·) — drops that unit axis: the
   Scan runs on (N, ·) slices, a Squeeze before and an Unsqueeze after it (once per sequence),
   and the step's recurrent ``MatMul`` + ``Add`` of the input projection, now 2-D, is one
   ``Gemm`` (h · W + x_t, the same sum; onnxruntime adds x_t into the product's accumulator).
   Only bodies of elementwise nodes, Splits/Concats on another axis and MatMuls by a 2-D
-  weight are rewritten; any other body is left as it is.
+  weight are rewritten; any other body is left as it is. The Unsqueeze after such a Scan and
+  the layer output's Squeeze of the same axis cancel: both go, and the Scan writes the blob
+  (onnxruntime copies a graph output a Squeeze computes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,10 +58,12 @@ BODY_WEIGHT_BYTES = 256 << 20
 
 
 def tune_scans(onnx: Any, nodes: list[Any], initializers: list[Any],
-               streamed_ranks: dict[str, int] | None = None) -> None:
+               streamed_ranks: dict[str, int] | None = None, outputs: Sequence[str] = ()
+               ) -> None:
     """Rewrites every Scan node of the main graph (its ``nodes`` and ``initializers``, lists
     changed in place) and its body; nodes hoisted out of a body go right before their Scan.
-    ``streamed_ranks``: the rank of each main-graph weight left out of ``initializers``."""
+    ``streamed_ranks``: the rank of each main-graph weight left out of ``initializers``;
+    ``outputs``: the graph's outputs (kept by name)."""
     constants = {tensor.name: tensor for tensor in initializers}
     producers = {out: node for node in nodes for out in node.output}
     tuned = []
@@ -70,7 +80,42 @@ def tune_scans(onnx: Any, nodes: list[Any], initializers: list[Any],
             tuned += before
         tuned.append(node)
         tuned += after
-    nodes[:] = tuned
+    nodes[:] = _drop_axis_round_trips(onnx, tuned, constants, set(outputs))
+
+
+def _drop_axis_round_trips(onnx: Any, nodes: list[Any], constants: dict[str, Any],
+                           outputs: set[str]) -> list[Any]:
+    """An ``Unsqueeze`` of a Scan's output whose result only a ``Squeeze`` of the same
+    constant axes reads (the unit axis the body dropped given back, then the layer's output
+    taking it off again) is no node: the Scan writes the Squeeze's output (the blob) itself.
+    onnxruntime copies a graph output that a Squeeze computes (10 MB per run on a long
+    sequence); the axes constants nothing else reads go too."""
+    values = {**constants, **{node.output[0]: a.t for node in nodes if node.op_type == "Constant"
+                              for a in node.attribute if a.name == "value"}}
+    readers: dict[str, list[Any]] = {}
+    for node in nodes:
+        for name in list(node.input) + [n for body in _bodies(node) for n in _names_read(body)]:
+            readers.setdefault(name, []).append(node)
+    producers = {out: node for node in nodes for out in node.output}
+    gone: set[int] = set()
+    for node in nodes:
+        after = readers.get(node.output[0], []) if node.op_type == "Unsqueeze" else []
+        source = node.input[0] if len(node.input) == 2 else ""
+        if len(after) != 1 or after[0].op_type != "Squeeze" or len(after[0].input) != 2 or \
+                source not in producers or producers[source].op_type != "Scan" or \
+                len(readers[source]) != 1 or {source, node.output[0]} & outputs:
+            continue
+        axes = [_constant_ints(onnx, name, values) for name in (node.input[1], after[0].input[1])]
+        if axes[0] is None or axes[0] != axes[1]:
+            continue
+        outs = producers[source].output
+        outs[list(outs).index(source)] = after[0].output[0]
+        gone.update((id(node), id(after[0])))
+    kept = [node for node in nodes if id(node) not in gone]
+    read = {name for node in kept for name in node.input} | outputs | {
+        name for node in kept for body in _bodies(node) for name in _names_read(body)}
+    return [node for node in kept
+            if node.op_type != "Constant" or node.output[0] in read]
 
 
 def weights_into_bodies(onnx: Any, graph: Any, weight: Callable[[str], np.ndarray | None]
@@ -137,9 +182,106 @@ def _tune_scan(onnx: Any, scan: Any, initializers: list[Any], constants: dict[st
         if node.op_type == "Sum" and len(node.input) == 2:
             node.op_type = "Add"
     _group_activations(onnx, body, inner)
+    before += _cont_after_step(onnx, scan, body)
     read = {name for node in body.node for name in node.input}
     _remove(body.initializer, {t.name for t in body.initializer} - read)
     return before
+
+
+def _cont_after_step(onnx: Any, scan: Any, body: Any) -> list[Any]:
+    """The states a step multiplies by a scanned input (Caffe's cont_t · h_{t-1}, cont_t ·
+    c_{t-1}) multiplied at the end of the step before instead, by cont_{t+1}: the carried
+    state is cont_{t+1} · h_t, the same product, and the step's own h_t is no longer a state
+    output, so the step output needs no copy (an Identity) of it. Before the Scan: the cont
+    sequence shifted by one step with a 1 after its last step (so the final states are h_T,
+    c_T themselves) and the initial states times cont_0. Returns those nodes (none when the
+    body is left as it is)."""
+    if any(a.name in ("scan_input_axes", "scan_input_directions") for a in scan.attribute):
+        return []  # written by the exporter without them: slices along axis 0, forward
+    n_states = len(body.input) - _attribute(scan, "num_scan_inputs").i
+    conted = _cont_products(body, n_states)
+    if conted is None:
+        return []
+    cont, products = conted
+    index = [i.name for i in body.input].index(cont)
+    step_outputs = {o.name: k for k, o in enumerate(body.output)}
+    renamed = {product.output[0]: state for state, product in products.items()}
+    kept = [node for node in body.node if node.output[0] not in renamed]
+    following = f"{cont}/next"
+    for node in kept:
+        node.input[:] = [renamed.get(name, name) for name in node.input]
+    for state in products:
+        output = body.output[[i.name for i in body.input].index(state)]
+        after = f"{output.name}/conted"
+        kept.append(onnx.helper.make_node("Mul", [output.name, following], [after], name=after))
+        output.name = after
+    body.input[index].name = following
+    outputs = {o.name for o in body.output}
+    for node in list(kept):  # a step output copying a value that is no state output any more
+        if node.op_type == "Identity" and node.output[0] in step_outputs and \
+                node.input[0] not in outputs and node.input[0] not in renamed.values():
+            body.output[step_outputs[node.output[0]]].name = node.input[0]
+            kept.remove(node)
+    _refill(body.node, kept)
+    dtype = body.input[index].type.tensor_type.elem_type
+    return _shifted_cont(onnx, scan, index, dtype, [
+        k for k, i in enumerate(body.input[:n_states]) if i.name in products])
+
+
+def _cont_products(body: Any, n_states: int) -> tuple[str, dict[str, Any]] | None:
+    """The scanned input whose every reader is a ``Mul`` of it and a state that nothing else
+    reads, and those Muls by state; None when there is no such input."""
+    readers: dict[str, list[Any]] = {}
+    for node in body.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    states = {i.name for i in body.input[:n_states]}
+    outputs = {o.name for o in body.output}
+    for scanned in body.input[n_states:]:
+        products = {}
+        for node in readers.get(scanned.name, []):
+            state = _other_factor(node, scanned.name)
+            if state not in states or len(readers[state]) != 1 or \
+                    node.output[0] in outputs or state in outputs:
+                break
+            products[state] = node
+        else:
+            if products and scanned.name not in outputs:
+                return scanned.name, products
+    return None
+
+
+def _other_factor(node: Any, name: str) -> str | None:
+    """The other input of a ``Mul`` of ``name`` and something else, else None."""
+    if node.op_type != "Mul" or node.domain or len(node.input) != 2:
+        return None
+    others = [other for other in node.input if other != name]
+    return others[0] if len(others) == 1 else None
+
+
+def _shifted_cont(onnx: Any, scan: Any, index: int, dtype: int, states: list[int]
+                  ) -> list[Any]:
+    """Before the Scan: its input ``index`` (cont, T steps) replaced by cont_1 ... cont_{T-1},
+    1, and each initial state in ``states`` by its product with cont_0."""
+    make, base, sequence = onnx.helper.make_node, f"{scan.output[0]}/cont", scan.input[index]
+    one = onnx.helper.make_tensor(f"{base}/one", dtype, [1], [1])
+    constants = {f"{base}/{name}": _int64([value]) for name, value in
+                 (("zero", 0), ("first_end", 1), ("end", np.iinfo(np.int64).max))}
+    nodes = [make("Constant", [], [name], value=onnx.numpy_helper.from_array(array, name))
+             for name, array in constants.items()]
+    zero, first_end, end = constants
+    nodes += [make("Slice", [sequence, zero, first_end, zero], [f"{base}/first"]),
+              make("Slice", [sequence, first_end, end, zero], [f"{base}/rest"]),
+              make("Shape", [f"{base}/first"], [f"{base}/step_shape"]),
+              make("ConstantOfShape", [f"{base}/step_shape"], [f"{base}/ones"], value=one),
+              make("Concat", [f"{base}/rest", f"{base}/ones"], [f"{base}/next"], axis=0),
+              make("Squeeze", [f"{base}/first", zero], [f"{base}/0"])]
+    scan.input[index] = f"{base}/next"
+    for k in states:
+        conted = f"{base}/{k}/initial"
+        nodes.append(make("Mul", [scan.input[k], f"{base}/0"], [conted], name=conted))
+        scan.input[k] = conted
+    return nodes
 
 
 def _attribute(node: Any, name: str) -> Any:
