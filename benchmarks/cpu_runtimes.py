@@ -26,7 +26,9 @@ Runtimes, on the same seeded weights (``caffe-lstm weights init``) and input, in
 - **torch**: ``torch.nn.LSTM`` (float32, CPU, ``torch.no_grad``).
 
 Each repeat runs every runtime once, in turn (so that all see the same machine); the best of
-the repeats is printed (the machine is shared: the best is the least disturbed). Every output
+the repeats is printed (the machine is shared: the best is the least disturbed). Each
+onnxruntime model has three sessions that the rounds take in turn (one session can be
+steadily slower than another of the same model). Every output
 is compared with the numpy executor's (max |difference| / max |value|). The roofline: the
 machine's measured ``x @ w.T`` rate (GFLOP/s) on the recurrent product's shape, and the time
 all the shape's products would take at that rate.
@@ -55,6 +57,7 @@ Python processes have their modules' bytecode, as an installed caffe-lstm has it
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import subprocess
@@ -120,6 +123,9 @@ def main() -> None:
                           1 if args.quick else args.repeats)
 
 
+SESSIONS = 3  # onnxruntime sessions per model, taken in turn by the rounds
+
+
 def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int, threads: int) -> None:
     T, N, I, H, layers = dims
     net_path, weights_path = folder / f"{layers}x{T}.prototxt", folder / f"{layers}x{T}.caffemodel"
@@ -169,8 +175,16 @@ def runners(net, blobs: list[list[np.ndarray]], x: np.ndarray, threads: int
         options = ort.SessionOptions()
         options.log_severity_level = 3  # what run --backend onnxruntime sets, nothing more
         options.intra_op_num_threads = threads  # 0: onnxruntime's default
-        sess = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        return lambda: sess.run(None, feeds)[0]
+        # A session's speed depends on where its buffers land: one session of the same model
+        # runs 1-1.5 µs per step slower than another, for every model (measured on the long
+        # shape). The rounds take SESSIONS sessions in turn, so that the best is no one
+        # placement's luck.
+        sessions = [ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+                    for _ in range(SESSIONS)]
+        for each in sessions[1:]:  # warmed here; the first by the warm-up round
+            each.run(None, feeds)
+        turns = itertools.cycle(sessions)
+        return lambda: next(turns).run(None, feeds)[0]
 
     return {
         "numpy": lambda: executor.run(feeds)[top],
