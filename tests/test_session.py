@@ -219,6 +219,24 @@ def test_state_from_a_file_without_final_states_is_one_line(tmp_path):
                                    "lstm1/c_T, lstm1/h_T)")
 
 
+def test_state_from_a_file_whose_states_do_not_fit_names_the_file(tmp_path):
+    """A final state of another net (its H differs, or its rank) is refused naming the file it
+    came from, before anything runs; the same file as it was written runs."""
+    previous = tmp_path / "prev.npz"
+    assert run_cli("run", NET, "-w", WEIGHTS, "--state", "io", "-o", previous).returncode == 0
+    finals = dict(np.load(previous))
+    assert run_cli("run", NET, "-w", WEIGHTS, "--state-from", previous).returncode == 0
+    hidden = finals["lstm1/h_T"].shape[2]
+    for name, array in (("other.npz", finals["lstm1/h_T"][..., :-1]),
+                        ("flat.npz", finals["lstm1/h_T"][0])):
+        np.savez(tmp_path / name, **{**finals, "lstm1/h_T": array})
+        line = assert_one_error_line(run_cli("run", NET, "-w", WEIGHTS, "--state-from",
+                                             tmp_path / name),
+                                     f"final state 'lstm1/h_T' has shape {array.shape}, this "
+                                     f"net's 'lstm1/h_0' is (1, N, {hidden})")
+        assert name in line and "--state io" in line
+
+
 # ---- messages that lead somewhere ---------------------------------------------------------------
 
 

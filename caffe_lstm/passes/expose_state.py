@@ -141,7 +141,25 @@ def carried_states(graph: Graph, previous: Mapping[str, np.ndarray] | str | Path
         wanted = ", ".join(sorted(name[:-2] + "_T" for name in initial)) or "none"
         raise ModelLoadError(f"no final state of this net's recurrent layers (wanted {wanted})",
                              source, "give the outputs of a previous run with state='io'")
+    shapes = {v.name: v.shape for v in exposed.inputs}
+    for name, array in carried.items():
+        _check_carried(name, np.shape(array), shapes.get(name), source)
     return carried
+
+
+def _check_carried(name: str, shape: tuple[int, ...], wanted: tuple[int, ...] | None,
+                   source: str) -> None:
+    """A final state that cannot be this net's initial state, named with the file it came
+    from: its rank, or its dim 2 (an LSTM's H, a convolutional state's channels: fixed by the
+    weights), differs. The batch (dim 1) and spatial dims follow this call's inputs, so the
+    layer checks them when it runs."""
+    if wanted is None or (len(shape) == len(wanted) and (len(shape) < 3 or wanted[2] <= 0
+                                                         or shape[2] == wanted[2])):
+        return
+    expected = ", ".join(["1", "N", *map(str, wanted[2:3]), *["…"] * (len(wanted) - 3)])
+    raise ModelLoadError(f"final state '{name[:-2]}_T' has shape {tuple(shape)}, this net's "
+                         f"'{name}' is ({expected})", source,
+                         "give the outputs of a previous run of this net with state='io'")
 
 
 def _cont_kind(node: Node) -> str:
