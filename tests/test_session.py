@@ -237,6 +237,21 @@ def test_state_from_a_file_whose_states_do_not_fit_names_the_file(tmp_path):
         assert name in line and "--state io" in line
 
 
+def test_a_triton_plan_says_how_it_was_built(tmp_path):
+    """A Triton model.plan has its build facts beside it (model.plan.json), as any engine, so
+    that inspect reads them; Triton loads model.plan only."""
+    pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
+    repository = tmp_path / "repo"
+    written = run_cli("triton", NET, "-w", WEIGHTS, "-o", repository, "--backend", "tensorrt")
+    assert written.returncode == 0, written.stderr
+    version = repository / "seq_classifier" / "1"
+    assert sorted(p.name for p in version.iterdir()) == ["model.plan", "model.plan.json"]
+    facts = json.loads(run_cli("inspect", version / "model.plan", "--json").stdout)
+    assert facts["state"] == "io" and facts["prototxt"] == NET.name
+    config = (repository / "seq_classifier" / "config.pbtxt").read_text()
+    assert facts["caffemodel_sha256"] in config and facts["prototxt_sha256"] in config
+
+
 # ---- messages that lead somewhere ---------------------------------------------------------------
 
 

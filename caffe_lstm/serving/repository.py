@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from caffe_lstm.analysis.build_facts import BuildFacts, sidecar_path, write_sidecar
 from caffe_lstm.analysis.profiles import checked_profiles
 from caffe_lstm.errors import CaffeLstmError, OutputError, ShapeError
 from caffe_lstm.options import DEFAULT_OPSET, Backend, LstmOp, Runtime
@@ -188,17 +189,33 @@ def write_repository(graph: Graph, repository: str | Path, name: str,
     where = str(target / "config.pbtxt")
     check_structure(config, where)
     schema_checked = parse_with_triton(text, where)
-    writer = _model_writer(prepared, options, str(target / VERSION / MODEL_FILES[options.backend]))
-    files = ["config.pbtxt", f"{VERSION}/{MODEL_FILES[options.backend]}"]
+    model_file = f"{VERSION}/{MODEL_FILES[options.backend]}"
+    writer = _model_writer(prepared, options, str(target / model_file))
+    facts = _plan_facts(options, parameters, where)
+    files = ["config.pbtxt", model_file]
     if options.backend == "python":
         files.append(f"{VERSION}/model.py")
+    if facts is not None:
+        files.append(str(sidecar_path(model_file)))
     with _staged_folder(repository, target) as staging:
         (staging / "config.pbtxt").write_text(text, encoding="utf-8")
         (staging / VERSION).mkdir()
-        writer(staging / VERSION / MODEL_FILES[options.backend])
+        writer(staging / model_file)
         if options.backend == "python":
             (staging / VERSION / "model.py").write_text(python_model_source(), "utf-8")
+        if facts is not None:
+            write_sidecar(sidecar_path(staging / model_file), facts)
     return TritonModel(target, text, prepared.spec, files, schema_checked)
+
+
+def _plan_facts(options: TritonOptions, parameters: Mapping[str, str] | None, where: str
+                ) -> BuildFacts | None:
+    """The build facts for ``model.plan.json`` beside the plan, as beside any engine (a plan
+    holds none that can be read without a GPU; model.onnx holds its own): what ``inspect`` and
+    ``run --engine`` read. Triton loads model.plan only and leaves the file alone."""
+    if options.backend != "tensorrt" or not parameters:
+        return None
+    return BuildFacts.from_strings(parameters, where)
 
 
 def python_model_source() -> str:
