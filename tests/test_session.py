@@ -123,6 +123,16 @@ def test_a_model_given_with_other_files_is_one_line(built, model, other):
     assert str(built / model) in line
 
 
+@pytest.mark.parametrize("other", ["prototxt", "caffemodel"])
+def test_verify_refuses_an_engine_built_from_other_files(built, other):
+    """Before any column runs and without a GPU: the engine's facts name other files."""
+    net = built / NET.name if other == "prototxt" else NET
+    weights = built / "other.caffemodel" if other == "caffemodel" else WEIGHTS
+    outcome = run_cli("verify", net, "-w", weights, "--engine", built / "net.engine")
+    line = assert_one_error_line(outcome, f"the model was built from another {other}")
+    assert str(built / "net.engine") in line
+
+
 def test_a_state_other_than_the_models_is_one_line(built):
     outcome = run_cli("run", NET, "-w", WEIGHTS, "--backend", "onnxruntime",
                       "--onnx", built / "net.onnx", "--state", "zero")

@@ -302,7 +302,7 @@ def test_verify_rewrites_the_net_once(monkeypatch, pose_like):
 def test_an_fp16_engine_is_held_to_float16_tolerances(tmp_path):
     """An engine whose build facts (MODEL.engine.json) say fp16 gets float16 tolerances even
     without fp16=True: its column would otherwise fail on float16's rounding alone."""
-    from caffe_lstm.analysis.build_facts import BuildFacts, write_sidecar
+    from caffe_lstm.analysis.build_facts import BuildFacts, file_sha256, write_sidecar
     from caffe_lstm.backends.tensorrt.runtime import has_gpu
 
     if has_gpu():
@@ -310,8 +310,9 @@ def test_an_fp16_engine_is_held_to_float16_tolerances(tmp_path):
     net, weights = sample("seq_classifier")
     engine = tmp_path / "x.engine"
     engine.write_bytes(b"never read without a GPU")
-    write_sidecar(tmp_path / "x.engine.json", BuildFacts("zero", net.name, "", weights.name, "",
-                                                         fp16=True))
+    # facts naming these files (verify refuses an engine built from others)
+    write_sidecar(tmp_path / "x.engine.json", BuildFacts(
+        "zero", net.name, file_sha256(net), weights.name, file_sha256(weights), fp16=True))
     columns = {c.kind: c for c in caffe_lstm.load(net, weights).verify(
         engine=engine, tensorrt=False, onnxruntime=False).columns}
     assert columns["engine"].tolerance.describe() == "atol 0.002·max|ref|, rtol 0.005"
