@@ -92,10 +92,7 @@ def _drop_axis_round_trips(onnx: Any, nodes: list[Any], constants: dict[str, Any
     sequence); the axes constants nothing else reads go too."""
     values = {**constants, **{node.output[0]: a.t for node in nodes if node.op_type == "Constant"
                               for a in node.attribute if a.name == "value"}}
-    readers: dict[str, list[Any]] = {}
-    for node in nodes:
-        for name in list(node.input) + [n for body in _bodies(node) for n in _names_read(body)]:
-            readers.setdefault(name, []).append(node)
+    readers = _readers(nodes, through_bodies=True)
     producers = {out: node for node in nodes for out in node.output}
     gone: set[int] = set()
     for node in nodes:
@@ -147,6 +144,18 @@ def weights_into_bodies(onnx: Any, graph: Any, weight: Callable[[str], np.ndarra
         moved.add(node.input[0])
         del graph.node[index]
     return {name for name in moved if not readers[name]}
+
+
+def _readers(nodes: list[Any], through_bodies: bool = False) -> dict[str, list[Any]]:
+    """Value name -> the nodes reading it (``through_bodies``: a node also reads what the
+    graphs inside it read)."""
+    readers: dict[str, list[Any]] = {}
+    for node in nodes:
+        inside = [n for body in _bodies(node) for n in _names_read(body)] if through_bodies \
+            else []
+        for name in [*node.input, *inside]:
+            readers.setdefault(name, []).append(node)
+    return readers
 
 
 def _names_read(graph: Any) -> set[str]:
@@ -231,10 +240,7 @@ def _cont_after_step(onnx: Any, scan: Any, body: Any) -> list[Any]:
 def _cont_products(body: Any, n_states: int) -> tuple[str, dict[str, Any]] | None:
     """The scanned input whose every reader is a ``Mul`` of it and a state that nothing else
     reads, and those Muls by state; None when there is no such input."""
-    readers: dict[str, list[Any]] = {}
-    for node in body.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = _readers(body.node)
     states = {i.name for i in body.input[:n_states]}
     outputs = {o.name for o in body.output}
     for scanned in body.input[n_states:]:
@@ -421,10 +427,7 @@ def _group_activations(onnx: Any, body: Any, constants: dict[str, Any]) -> None:
     """Each Split (sizes a constant input) whose neighbouring pieces each go alone to the same
     activation: the Split cut into runs, one activation per run, a run of two or more pieces
     split again after its activation (act(x)[a:b] == act(x[a:b]), elementwise)."""
-    readers: dict[str, list[Any]] = {}
-    for node in body.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = _readers(body.node)
     outputs = {o.name for o in body.output}
     gone: set[int] = set()
     rewritten: list[Any] = []
@@ -556,10 +559,7 @@ def _unit_axis_drops(node: Any, inside: set[str], ranks: dict[str, int], rank: i
 def _gemms(onnx: Any, body: Any) -> None:
     """Each MatMul read only by an Add of a body input (a step's slice), with it, becomes one
     Gemm (all 2-D now)."""
-    readers: dict[str, list[Any]] = {}
-    for node in body.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = _readers(body.node)
     scanned = {i.name for i in body.input}
     outputs = {o.name for o in body.output}
     fused: set[int] = set()
