@@ -188,12 +188,12 @@ class Net:
         carries no signal fails unless ``allow_no_signal``; ``locate``: a failing column is
         searched for the first layer that diverges. ``prepared``: from ``prepare`` (default:
         made here from ``inputs`` and ``seed``). Returns the report (``report.ok``)."""
-        from caffe_lstm.analysis.build_facts import model_state
+        from caffe_lstm.analysis.build_facts import checked_facts
         from caffe_lstm.verification.columns import Request, Tolerances
         from caffe_lstm.verification.run import verify_prepared
 
         if engine is not None:  # an engine built from other files is refused, GPU or not
-            model_state(engine, None, self.prototxt, self.weights)
+            checked_facts(engine, self.prototxt, self.weights)
         request = Request(Tolerances(atol, rtol), None if engine is None else Path(engine),
                           Runtime.parse(runtime, "runtime"), fp16, tensorrt, onnxruntime)
         return verify_prepared(prepared or self.prepare(inputs, seed=seed), request,

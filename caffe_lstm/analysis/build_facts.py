@@ -160,11 +160,10 @@ def model_state(model: str | Path | None, state: State | str | None, prototxt: P
     """The state the model file ``model`` runs with: the one it was built with (its facts,
     after checking that it was built from ``prototxt`` and ``weights``), else ``state``
     (None: zero); no ``model`` (the net exported in memory): ``state``."""
-    facts = None if model is None else facts_of(model, onnx_metadata)
+    facts = None if model is None else checked_facts(model, prototxt, weights, onnx_metadata)
     where = str(model)
     if facts is None:
         return State.ZERO if state is None else State.parse(state, "state")
-    facts.check_sources(prototxt, weights, where)
     if state is not None and State.parse(state, "state") is not State(facts.state):
         raise CaffeLstmError(f"the model was built with state {facts.state!r}, not "
                              f"{State.parse(state, 'state').value!r}", where,
@@ -174,6 +173,17 @@ def model_state(model: str | Path | None, state: State | str | None, prototxt: P
 
 #: The file suffixes read as built models (``read_facts``), not as Caffe nets.
 MODEL_SUFFIXES = (".onnx", ".engine", ".plan")
+
+
+def checked_facts(model: str | Path, prototxt: Path, weights: Path | None,
+                  onnx_metadata: Callable[[Path], Mapping[str, str]] | None = None
+                  ) -> BuildFacts | None:
+    """``facts_of(model)``, after refusing a ``prototxt`` or ``weights`` other than those the
+    model was built from; None for a model without facts (built elsewhere)."""
+    facts = facts_of(model, onnx_metadata)
+    if facts is not None:
+        facts.check_sources(prototxt, weights, str(model))
+    return facts
 
 
 def facts_of(model: str | Path, onnx_metadata: Callable[[Path], Mapping[str, str]] | None
