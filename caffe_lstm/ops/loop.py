@@ -133,13 +133,17 @@ class Loop(Op):
         layout = LoopLayout.of(node)
         iterated, initial, invariants = layout.split_inputs(list(arrays))
         states = _initial_states(layout, iterated, initial)
-        s, steps = len(layout.states), []
-        for t in range(iterated[0].shape[0]):
+        s, steps = len(layout.states), iterated[0].shape[0]
+        sequences: list[np.ndarray] = []
+        for t in range(steps):
             outs = ctx.run_subgraph(layout.body,
                                     [x[t:t + 1] for x in iterated] + states + invariants)
-            states, step_outputs = outs[:s], outs[s:]
-            steps.append(step_outputs)
-        sequences = [np.concatenate(parts, axis=0) for parts in zip(*steps)]
+            states = outs[:s]
+            if t == 0:  # the steps' outputs stacked along axis 0, each written where it goes
+                sequences = [np.empty((steps * out.shape[0], *out.shape[1:]), np.float32)
+                             for out in outs[s:]]
+            for sequence, out in zip(sequences, outs[s:]):
+                sequence[t * out.shape[0]:(t + 1) * out.shape[0]] = out
         return tuple(sequences) + tuple(states)
 
     @staticmethod
