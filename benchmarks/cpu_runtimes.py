@@ -30,8 +30,9 @@ the repeats is printed (the machine is shared: the best is the least disturbed).
 onnxruntime model has three sessions that the rounds take in turn (one session can be
 steadily slower than another of the same model). Every output
 is compared with the numpy executor's (max |difference| / max |value|). The roofline: the
-machine's measured ``x @ w.T`` rate (GFLOP/s) on the recurrent product's shape, and the time
-all the shape's products would take at that rate.
+machine's measured rates (GFLOP/s) on the recurrent product's shape of ``x @ w.T`` and of
+``(w @ x.T).T`` (the numpy executor's form for fewer than 128 rows), and the time all the
+shape's products would take at the better rate.
 
 Printed ratios (the targets of issue 25): ``numpy / hand numpy`` (≤ 1.3 on 2-layer),
 ``ort scan / ort native`` (≤ 1.5 on long, ≤ 1.1 on the others), ``ort scan / torch`` (≤ 1.2),
@@ -51,7 +52,10 @@ reduced to sum_h |h| per (t, n) by a ``Reduction`` layer that ``caffe test`` log
 with caffe-lstm's output. Printed: ``numpy run (whole process) / real Caffe (whole process)``
 (issue 25's target: ≤ 0.33), and, for scale, a Python process that only imports numpy. The
 Python processes have their modules' bytecode, as an installed caffe-lstm has it
-(``installed_python``). ``--only-caffe`` skips the in-process runtimes.
+(``installed_python``). Before each round the recurrent product ``(w @ x.T).T`` is timed and
+printed: on a 2-vCPU VM whose host delays the second core, OpenBLAS's two threads make it
+0.45-0.5 ms instead of 0.20 (its one-thread time is 0.34), for tens of seconds at a time, and
+the whole process ~0.1 s slower; the line tells such rounds apart. ``--only-caffe`` skips the in-process runtimes.
 """
 
 from __future__ import annotations
@@ -152,9 +156,10 @@ def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int, thread
     for runtime in runs:
         error = float(np.abs(outputs[runtime] - reference).max()) / scale
         print(f"  {runtime:<11} {best[runtime] * 1e3:10.2f} ms   vs numpy {error:.1e}")
-    rate, floor = roofline(T, N, I, H, layers)
-    print(f"  roofline: x @ w.T at {rate:.1f} GFLOP/s on ({N}, {H}) x ({H}, {4 * H}); "
-          f"all products {floor * 1e3:.2f} ms")
+    rates, floor = roofline(T, N, I, H, layers)
+    print(f"  roofline: on ({N}, {H}) x ({H}, {4 * H}) "
+          + ", ".join(f"{form} at {rate:.1f}" for form, rate in rates.items())
+          + f" GFLOP/s; all products at the better {floor * 1e3:.2f} ms")
     for top, bottom in (("numpy", "hand numpy"), ("ort scan", "ort native"),
                         ("ort scan", "torch"), ("ort auto", "ort native"),
                         ("ort native", "torch")):
@@ -275,22 +280,32 @@ def torch_runner(x: np.ndarray, blobs: list[list[np.ndarray]]) -> Callable:
     return run
 
 
-def roofline(T: int, N: int, I: int, H: int, layers: int) -> tuple[float, float]:
-    """(GFLOP/s of x @ w.T on the recurrent product's shape, the seconds every product of the
-    net would take at that rate: the input projections and T recurrent products per layer)."""
+def roofline(T: int, N: int, I: int, H: int, layers: int) -> tuple[dict[str, float], float]:
+    """(GFLOP/s of the recurrent product's shape in each form, ``x @ w.T`` and ``(w @ x.T).T``
+    (the numpy executor's for fewer than 128 rows); the seconds every product of the net would
+    take at the better rate: the input projections and T recurrent products per layer)."""
+    rates = {form: 2 * N * H * 4 * H / seconds / 1e9
+             for form, seconds in product_seconds(N, H, trials=30).items()}
+    flops = sum(2 * T * N * ((I if k == 0 else H) + H) * 4 * H for k in range(layers))
+    return rates, flops / max(rates.values()) / 1e9
+
+
+def product_seconds(N: int, H: int, trials: int) -> dict[str, float]:
+    """The best time of the recurrent product (N, H) x (H, 4H) in each form over ``trials``
+    trials of ~10 ms (the best trial: the one others' jobs disturbed least)."""
     rng = np.random.default_rng(0)
     h = rng.normal(size=(N, H)).astype(np.float32)
     w = rng.normal(size=(4 * H, H)).astype(np.float32)
-    repeats = max(5, min(500, int(2e8 / (2 * N * H * 4 * H))))  # ~10 ms per trial
-    best = float("inf")
-    for _ in range(30):  # the best trial: the one others' jobs disturbed least
-        started = time.perf_counter()
-        for _ in range(repeats):
-            h @ w.T
-        best = min(best, (time.perf_counter() - started) / repeats)
-    rate = 2 * N * H * 4 * H / best / 1e9
-    flops = sum(2 * T * N * ((I if k == 0 else H) + H) * 4 * H for k in range(layers))
-    return rate, flops / rate / 1e9
+    repeats = max(5, min(500, int(2e8 / (2 * N * H * 4 * H))))
+    forms = {"x @ w.T": lambda: h @ w.T, "(w @ x.T).T": lambda: (w @ h.T).T}
+    best = dict.fromkeys(forms, float("inf"))
+    for _ in range(trials):
+        for form, product in forms.items():
+            started = time.perf_counter()
+            for _ in range(repeats):
+                product()
+            best[form] = min(best[form], (time.perf_counter() - started) / repeats)
+    return best
 
 
 # ---- the whole process against real Caffe's (--caffe) ----------------------------------------
@@ -318,10 +333,11 @@ def against_caffe(folder: Path, caffe: Path, name: str, dims: tuple[int, ...],
     (folder / "timed.prototxt").write_text(caffe_prototxt(dims, "silence"))
     (folder / "check.prototxt").write_text(caffe_prototxt(dims, "check"))
     python = installed_python(folder)
+    products: list[float] = []  # the executor's recurrent product before each round
     best_ours, best_theirs, best_floor = best_ms(
         [(ours, python), ([*theirs, "-model", str(folder / "timed.prototxt")], quiet),
          ([sys.executable, "-c", "import numpy"], python)],
-        repeats)
+        repeats, lambda: products.append(product_seconds(N, H, trials=3)["(w @ x.T).T"]))
     logged = run_process([*theirs, "-model", str(folder / "check.prototxt")], os.environ)
     caffe_sums = np.array([float(v) for v in re.findall(r"Batch 0, abs_sum = (\S+)", logged)])
     our_sums = np.abs(np.load(folder / "out.npz")[f"h{layers}"]).sum(axis=-1).ravel()
@@ -333,6 +349,8 @@ def against_caffe(folder: Path, caffe: Path, name: str, dims: tuple[int, ...],
           f"{best_floor:.1f} ms)")
     print(f"  real Caffe (caffe test) {best_theirs:9.1f} ms   sum_h |h| per (t, n) vs "
           f"caffe-lstm {error:.1e}")
+    print(f"  the recurrent product (w @ x.T).T before each round: "
+          + " ".join(f"{seconds * 1e3:.3f}" for seconds in products[1:]) + " ms")
     print(f"{name}: numpy run (whole process) / real Caffe (whole process) = "
           f"{best_ours / best_theirs:.3f}   (target ≤ 0.33)")
 
@@ -364,11 +382,14 @@ def caffe_prototxt(dims: tuple[int, ...], ending: str) -> str:
                    'top: "abs_sum" reduction_param { operation: ASUM axis: 2 } }\n')
 
 
-def best_ms(commands: list[tuple[list[str], dict[str, str]]], repeats: int) -> list[float]:
+def best_ms(commands: list[tuple[list[str], dict[str, str]]], repeats: int,
+            probe: Callable[[], None]) -> list[float]:
     """Each ``(command, environment)``'s least wall time over ``repeats`` rounds, each round
-    running every command once in turn (after one round to warm the caches)."""
+    running every command once in turn (after one round to warm the caches); ``probe`` is
+    called before each round."""
     times: list[list[float]] = [[] for _ in commands]
     for _ in range(repeats + 1):
+        probe()
         for (command, env), seconds in zip(commands, times, strict=True):
             started = time.perf_counter()
             run_process(command, env)
