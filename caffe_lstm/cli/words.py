@@ -36,6 +36,7 @@ PHRASES: tuple[tuple[str, str], ...] = (
     ("turned off (tensorrt=False)", "turned off (--no-trt)"),
     ("turned off (onnxruntime=False)", "turned off (--no-onnxruntime)"),
     ("no engine given (engine=PATH)", "no engine given (--engine FILE)"),
+    ("run it without a previous call's final states", "leave out --state-from"),
     ("the prototxt's fillers as written (fillers=True)",
      "the prototxt's fillers as written (`weights init --fillers`)"),
 )

@@ -135,10 +135,14 @@ def carried_states(graph: Graph, previous: Mapping[str, np.ndarray] | str | Path
     exposed = clone_graph(graph)
     expose_recurrent_state(exposed)
     initial = {v.name for v in exposed.inputs} - {v.name for v in graph.inputs}
+    if not initial:
+        raise ModelLoadError("no recurrent layer of this net has a state to carry in (it has "
+                             "none, or each takes its state as a net input already)",
+                             source, "run it without a previous call's final states")
     carried = {name[:-2] + "_0": array for name, array in finals.items()
                if name.endswith("_T") and name[:-2] + "_0" in initial}
     if not carried:
-        wanted = ", ".join(sorted(name[:-2] + "_T" for name in initial)) or "none"
+        wanted = ", ".join(sorted(name[:-2] + "_T" for name in initial))
         raise ModelLoadError(f"no final state of this net's recurrent layers (wanted {wanted})",
                              source, "give the outputs of a previous run with state='io'")
     shapes = {v.name: v.shape for v in exposed.inputs}
