@@ -25,8 +25,12 @@ Runtimes, on the same seeded weights (``caffe-lstm weights init``) and input, in
   operator (what a user would write instead of caffe-lstm's export);
 - **torch**: ``torch.nn.LSTM`` (float32, CPU, ``torch.no_grad``).
 
-Each repeat runs every runtime once, in turn (so that all see the same machine); the best of
-the repeats is printed (the machine is shared: the best is the least disturbed). Each
+Each repeat runs every runtime once, in turn (so that all see the same machine), in an order
+shuffled per round: a runtime's worker threads keep spinning for a while after its last
+kernel, and slow whichever runtime comes next (OpenBLAS's after a numpy product made the one
+step's ``ort scan`` 3 % slower, and ``ort native`` 10 %), so that a fixed order would charge
+one runtime its predecessor's threads every round. The best of the repeats is printed (the
+machine is shared: the best is the least disturbed). Each
 onnxruntime model has three sessions that the rounds take in turn (one session can be
 steadily slower than another of the same model). Every output
 is compared with the numpy executor's (max |difference| / max |value|). The roofline: the
@@ -63,6 +67,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import random
 import re
 import subprocess
 import sys
@@ -144,11 +149,14 @@ def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int, thread
     outputs: dict[str, np.ndarray] = {}
     if T == 1:
         repeats *= 20  # milliseconds each: more rounds for the same confidence
+    order = list(runs.items())
+    shuffle = random.Random(0).shuffle
     for _ in range(repeats + 1):  # the first round warms up (sessions, aligned copies, pages)
-        for runtime, run in runs.items():
+        for runtime, run in order:
             started = time.perf_counter()
             outputs[runtime] = run()
             times[runtime].append(time.perf_counter() - started)
+        shuffle(order)
     best = {runtime: min(seconds[1:]) for runtime, seconds in times.items()}
     reference = outputs["numpy"]
     scale = max(float(np.abs(reference).max()), 1e-30)
