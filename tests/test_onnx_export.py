@@ -155,6 +155,34 @@ def test_the_scan_body_runs_only_per_step_work(invoke, tmp_path, H):
     assert scan.output[-1] == "r"  # the layer's top, no Unsqueeze/Squeeze after the Scan
 
 
+@pytest.mark.parametrize("state", ["zero", "io"])
+def test_a_constant_cont_of_ones_after_the_first_step_is_no_scanned_input(invoke, tmp_path,
+                                                                           state):
+    """A ContinuationIndicator's cont (0 at t = 0, then 1) is a constant: the carried states
+    need no product by cont_{t+1} = 1, so the body reads no cont and has 11 nodes (its h
+    copied once for the step output, which a state output cannot also be); the initial
+    states, given (state io) or zero, are multiplied by cont_0 before the Scan, and the model
+    still computes Caffe's layer (check_export)."""
+    T, N, I, H = 6, 2, 3, 4
+    text = (f'layer {{ name: "input" type: "Input" top: "x" input_param {{ shape {{ dim: {T} '
+            f'dim: {N} dim: {I} }} }} }}\n'
+            f'layer {{ name: "indicator" type: "ContinuationIndicator" top: "cont" '
+            f'continuation_indicator_param {{ time_step: {T} batch_size: {N} }} }}\n'
+            f'layer {{ name: "lstm1" type: "LSTM" bottom: "x" bottom: "cont" top: "r" '
+            f'recurrent_param {{ num_output: {H} }} }}\n')
+    net, weights = synthetic_files(tmp_path, text, seed=3)
+    feeds = {"x": np.random.default_rng(3).normal(size=(T, N, I)).astype(np.float32)}
+    model = onnx.load(check_export(invoke, tmp_path, net, weights, [feeds], state=state))
+    (scan,) = [node for node in model.graph.node if node.op_type == "Scan"]
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    assert sorted(node.op_type for node in body.node) == sorted(
+        ["Gemm", "Split", "Sigmoid", "Split", "Tanh", "Mul", "Mul", "Add", "Tanh", "Mul",
+         "Identity"])
+    assert next(a.i for a in scan.attribute if a.name == "num_scan_inputs") == 1
+    assert [len(info.type.tensor_type.shape.dim) and info.type.tensor_type.shape.dim[-1]
+            .dim_value for info in body.input] == [H, H, 4 * H]  # h, c, the step's x·W + b
+
+
 @pytest.mark.parametrize("static", [None, 3])
 def test_rnn(invoke, tmp_path, static):
     T, N, I, H = 7, 3, 2, 5

@@ -34,7 +34,10 @@ running per step; every rewrite computes the same values:
   wrongly). Before the Scan, once: cont shifted by one step with a 1 after its last (the
   final states are h_T, c_T themselves) and the initial states times cont_0. 12 nodes per
   LSTM step instead of 13, and 3-4 % less CPU time per step on a long sequence of N = 1
-  (benchmarks/cpu_runtimes.py's, one thread);
+  (benchmarks/cpu_runtimes.py's, one thread). A cont the main graph computes from constants
+  (a ``ContinuationIndicator``'s) that is 1 at every step after the first carries the states
+  as they are: no product, no scanned cont, only the initial states times cont_0 (11 nodes,
+  the step output a copy of h; 2-8 % less time on that long sequence);
 - a body whose every value is (1, ...) — the LSTM step's (1, N, ·) — drops that unit axis: the
   Scan runs on (N, ·) slices, a Squeeze before and an Unsqueeze after it (once per sequence),
   and the step's recurrent ``MatMul`` + ``Add`` of the input projection, now 2-D, is one
@@ -70,7 +73,7 @@ def tune_scans(onnx: Any, nodes: list[Any], initializers: list[Any],
     for node in nodes:
         after: list[Any] = []
         if node.op_type == "Scan":
-            hoisted = _tune_scan(onnx, node, initializers, constants)
+            hoisted = _tune_scan(onnx, node, initializers, constants, producers)
             producers.update({out: step for step in hoisted for out in step.output})
             tuned += hoisted
             ranks = _weight_ranks(_attribute(node, "body").g, producers, {
@@ -177,10 +180,11 @@ def _add_tensor(field: Any, name: str, array: np.ndarray) -> None:
     tensor.raw_data = array.tobytes()
 
 
-def _tune_scan(onnx: Any, scan: Any, initializers: list[Any], constants: dict[str, Any]
-               ) -> list[Any]:
+def _tune_scan(onnx: Any, scan: Any, initializers: list[Any], constants: dict[str, Any],
+               producers: dict[str, Any]) -> list[Any]:
     """Tunes ``scan``'s body in place; returns the nodes to run before the Scan (the body's
-    initializers they read go to the main graph's ``initializers``)."""
+    initializers they read go to the main graph's ``initializers``; ``producers``: the main
+    graph's nodes by output)."""
     body = _attribute(scan, "body").g
     before = _hoist_invariants(body)
     _move_initializers(initializers, body, before, constants)
@@ -191,20 +195,25 @@ def _tune_scan(onnx: Any, scan: Any, initializers: list[Any], constants: dict[st
         if node.op_type == "Sum" and len(node.input) == 2:
             node.op_type = "Add"
     _group_activations(onnx, body, inner)
-    before += _cont_after_step(onnx, scan, body)
+    before += _cont_after_step(onnx, scan, body, {
+        **producers, **{out: node for node in before for out in node.output}}, constants)
     read = {name for node in body.node for name in node.input}
     _remove(body.initializer, {t.name for t in body.initializer} - read)
     return before
 
 
-def _cont_after_step(onnx: Any, scan: Any, body: Any) -> list[Any]:
+def _cont_after_step(onnx: Any, scan: Any, body: Any, producers: dict[str, Any],
+                     constants: dict[str, Any]) -> list[Any]:
     """The states a step multiplies by a scanned input (Caffe's cont_t · h_{t-1}, cont_t ·
     c_{t-1}) multiplied at the end of the step before instead, by cont_{t+1}: the carried
     state is cont_{t+1} · h_t, the same product, and the step's own h_t is no longer a state
     output, so the step output needs no copy (an Identity) of it. Before the Scan: the cont
     sequence shifted by one step with a 1 after its last step (so the final states are h_T,
-    c_T themselves) and the initial states times cont_0. Returns those nodes (none when the
-    body is left as it is)."""
+    c_T themselves) and the initial states times cont_0. A cont the main graph computes from
+    constants alone (a ``ContinuationIndicator``'s: 0, then 1) whose every step after the
+    first is 1 carries the states as they are: cont_{t+1} · h_t = h_t exactly, so there is
+    no product and no scanned cont, only the initial states times cont_0. Returns the nodes
+    before the Scan (none when the body is left as it is)."""
     if any(a.name in ("scan_input_axes", "scan_input_directions") for a in scan.attribute):
         return []  # written by the exporter without them: slices along axis 0, forward
     n_states = len(body.input) - _attribute(scan, "num_scan_inputs").i
@@ -213,12 +222,12 @@ def _cont_after_step(onnx: Any, scan: Any, body: Any) -> list[Any]:
         return []
     cont, products = conted
     index = [i.name for i in body.input].index(cont)
+    sequence = _constant_value(onnx, scan.input[index], producers, constants)
+    if sequence is not None and sequence.shape[:1] and bool(np.all(sequence[1:] == 1)):
+        return _cont_before_scan_only(onnx, scan, body, index, products, n_states)
     step_outputs = {o.name: k for k, o in enumerate(body.output)}
-    renamed = {product.output[0]: state for state, product in products.items()}
-    kept = [node for node in body.node if node.output[0] not in renamed]
+    kept, renamed = _states_unconted(body, products)
     following = f"{cont}/next"
-    for node in kept:
-        node.input[:] = [renamed.get(name, name) for name in node.input]
     for state in products:
         output = body.output[[i.name for i in body.input].index(state)]
         after = f"{output.name}/conted"
@@ -263,6 +272,69 @@ def _other_factor(node: Any, name: str) -> str | None:
         return None
     others = [other for other in node.input if other != name]
     return others[0] if len(others) == 1 else None
+
+
+def _states_unconted(body: Any, products: dict[str, Any]) -> tuple[list[Any], dict[str, str]]:
+    """The body's nodes without ``products`` (each state times cont_t), their readers reading
+    the state itself instead; and the map product -> state."""
+    renamed = {product.output[0]: state for state, product in products.items()}
+    kept = [node for node in body.node if node.output[0] not in renamed]
+    for node in kept:
+        node.input[:] = [renamed.get(name, name) for name in node.input]
+    return kept, renamed
+
+
+def _cont_before_scan_only(onnx: Any, scan: Any, body: Any, index: int,
+                           products: dict[str, Any], n_states: int) -> list[Any]:
+    """The body without its scanned input ``index`` (cont) and its ``products`` (each state
+    times cont_t): the step reads each previous state as it is, and before the Scan each
+    initial state is multiplied by cont_0 once. Returns those nodes."""
+    _refill(body.node, _states_unconted(body, products)[0])
+    first = scan.input[index]
+    del body.input[index]
+    del scan.input[index]
+    _attribute(scan, "num_scan_inputs").i -= 1
+    make, base = onnx.helper.make_node, f"{scan.output[0]}/cont"
+    zero = f"{base}/zero"  # a scalar index: Gather drops the time axis
+    nodes = [make("Constant", [], [zero],
+                  value=onnx.numpy_helper.from_array(np.array(0, np.int64), zero)),
+             make("Gather", [first, zero], [f"{base}/0"], axis=0)]
+    for k, state in enumerate(body.input[:n_states]):
+        if state.name in products:
+            conted = f"{base}/{k}/initial"
+            nodes.append(make("Mul", [scan.input[k], f"{base}/0"], [conted], name=conted))
+            scan.input[k] = conted
+    return nodes
+
+
+def _constant_value(onnx: Any, name: str, producers: dict[str, Any],
+                    constants: dict[str, Any]) -> np.ndarray | None:
+    """The value of ``name`` when the main graph computes it from constants alone through
+    the nodes written around a constant cont (an initializer or a ``Constant``, then
+    ``Identity``, and ``Unsqueeze`` / ``Squeeze`` by constant axes); else None."""
+    if name in constants:
+        return onnx.numpy_helper.to_array(constants[name])
+    node = producers.get(name)
+    if node is None or node.domain:
+        return None
+    if node.op_type == "Constant":
+        values = [a.t for a in node.attribute if a.name == "value"]
+        return onnx.numpy_helper.to_array(values[0]) if values else None
+    if node.op_type not in ("Identity", "Unsqueeze", "Squeeze"):
+        return None
+    data = _constant_value(onnx, node.input[0], producers, constants)
+    if data is None or node.op_type == "Identity":
+        return data
+    axes = _constant_value(onnx, node.input[1], producers, constants) \
+        if len(node.input) == 2 else None
+    if axes is None:
+        return None
+    axes = tuple(int(axis) for axis in axes.reshape(-1))
+    try:
+        return np.expand_dims(data, axes) if node.op_type == "Unsqueeze" \
+            else np.squeeze(data, axis=axes)
+    except ValueError:  # axes the data cannot take (numpy's AxisError is one): not known
+        return None
 
 
 def _shifted_cont(onnx: Any, scan: Any, index: int, dtype: int, states: list[int]
