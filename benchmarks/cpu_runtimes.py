@@ -59,7 +59,8 @@ Python processes have their modules' bytecode, as an installed caffe-lstm has it
 (``installed_python``). Before each round the recurrent product ``(w @ x.T).T`` is timed and
 printed: on a 2-vCPU VM whose host delays the second core, OpenBLAS's two threads make it
 0.45-0.5 ms instead of 0.20 (its one-thread time is 0.34), for tens of seconds at a time, and
-the whole process ~0.1 s slower; the line tells such rounds apart. ``--only-caffe`` skips the in-process runtimes.
+the whole process ~0.1 s slower; the line tells such rounds apart. ``--only-caffe`` skips
+the in-process runtimes.
 """
 
 from __future__ import annotations
@@ -357,7 +358,7 @@ def against_caffe(folder: Path, caffe: Path, name: str, dims: tuple[int, ...],
           f"{best_floor:.1f} ms)")
     print(f"  real Caffe (caffe test) {best_theirs:9.1f} ms   sum_h |h| per (t, n) vs "
           f"caffe-lstm {error:.1e}")
-    print(f"  the recurrent product (w @ x.T).T before each round: "
+    print("  the recurrent product (w @ x.T).T before each round: "
           + " ".join(f"{seconds * 1e3:.3f}" for seconds in products[1:]) + " ms")
     print(f"{name}: numpy run (whole process) / real Caffe (whole process) = "
           f"{best_ours / best_theirs:.3f}   (target ≤ 0.33)")
