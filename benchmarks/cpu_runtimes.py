@@ -2,7 +2,7 @@
 onnxruntime's own LSTM operator, torch.nn.LSTM and a hand-written numpy loop.
 
     PYTHONPATH=. python benchmarks/cpu_runtimes.py [--repeats N] [--threads K] [--quick]
-        [--caffe PATH/TO/build/tools/caffe [--only-caffe]]
+        [--pause SECONDS] [--caffe PATH/TO/build/tools/caffe [--only-caffe]]
 
 Three shapes, each an LSTM stack whose cont comes from a ``ContinuationIndicator`` (0 at t = 0,
 then 1), so that every runtime below computes exactly Caffe's layer:
@@ -26,11 +26,13 @@ Runtimes, on the same seeded weights (``caffe-lstm weights init``) and input, in
 - **torch**: ``torch.nn.LSTM`` (float32, CPU, ``torch.no_grad``).
 
 Each repeat runs every runtime once, in turn (so that all see the same machine), in an order
-shuffled per round: a runtime's worker threads keep spinning for a while after its last
-kernel, and slow whichever runtime comes next (OpenBLAS's after a numpy product made the one
-step's ``ort scan`` 3 % slower, and ``ort native`` 10 %), so that a fixed order would charge
-one runtime its predecessor's threads every round. The best of the repeats is printed (the
-machine is shared: the best is the least disturbed). Each
+shuffled per round, each after ``--pause`` seconds of idle time: a runtime's worker threads
+keep spinning for a while after its last kernel (OpenBLAS's for about 0.1 s) and slow
+whichever runtime comes next. A numpy product right before made the one step's ``ort scan``
+3 % slower and ``ort native`` 10 %; in a fixed order without pauses one runtime paid for its
+predecessor's threads every round (``ort scan`` after the hand numpy loop, torch after
+onnxruntime's). The best of the repeats is printed (the machine is shared: the best is the
+least disturbed). Each
 onnxruntime model has three sessions that the rounds take in turn (one session can be
 steadily slower than another of the same model). Every output
 is compared with the numpy executor's (max |difference| / max |value|). The roofline: the
@@ -111,6 +113,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0,
                         help="onnxruntime's and torch's threads (0: their defaults)")
     parser.add_argument("--quick", action="store_true", help="tiny shapes; a smoke test")
+    parser.add_argument("--pause", type=float, default=0.15, metavar="SECONDS",
+                        help="idle time before each timed run (default 0.15)")
     parser.add_argument("--caffe", type=Path, metavar="PATH/TO/build/tools/caffe",
                         help="real Caffe's tool: also time the whole process against it")
     parser.add_argument("--only-caffe", action="store_true",
@@ -125,7 +129,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for name, dims in ({} if args.only_caffe else QUICK_SHAPES if args.quick
                            else SHAPES).items():
-            measure(Path(folder), name, dims, 1 if args.quick else args.repeats, args.threads)
+            measure(Path(folder), name, dims, 1 if args.quick else args.repeats, args.threads,
+                    0 if args.quick else args.pause)
         if args.caffe:
             name = "2-layer"
             against_caffe(Path(folder), args.caffe, name,
@@ -136,7 +141,8 @@ def main() -> None:
 SESSIONS = 3  # onnxruntime sessions per model, taken in turn by the rounds
 
 
-def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int, threads: int) -> None:
+def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int, threads: int,
+            pause: float) -> None:
     T, N, I, H, layers = dims
     net_path, weights_path = folder / f"{layers}x{T}.prototxt", folder / f"{layers}x{T}.caffemodel"
     net_path.write_text(prototxt(*dims))
@@ -154,6 +160,7 @@ def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int, thread
     shuffle = random.Random(0).shuffle
     for _ in range(repeats + 1):  # the first round warms up (sessions, aligned copies, pages)
         for runtime, run in order:
+            time.sleep(pause)  # the runtime before stops spinning: this one starts on idle cores
             started = time.perf_counter()
             outputs[runtime] = run()
             times[runtime].append(time.perf_counter() - started)
