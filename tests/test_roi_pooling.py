@@ -175,3 +175,24 @@ def test_bad_parameters_are_one_line(tmp_path, rois, param, message):
     net.write_text(NET_TEMPLATE.format(rois=rois, param=param))
     line = assert_one_error_line(run_cli("inspect", net), message)
     assert "layer 'roi_pool' (ROIPooling) at " in line and "bad.prototxt:6" in line
+
+
+def test_a_table_past_int32_indices_is_refused_before_building(tmp_path):
+    """The TensorRT form reads its max table at flat INT32 indices: 16 images of 256 × 128 ×
+    128 features make 16 · 256 · 64 levels · 128 · 128 = 2³² elements, one line before any
+    engine is built (7 images would fit)."""
+    pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
+    net = tmp_path / "big.prototxt"
+    net.write_text('layer { name: "input" type: "Input" top: "features" top: "rois" input_param '
+                   '{ shape { dim: 16 dim: 256 dim: 128 dim: 128 } shape { dim: 6 dim: 5 } } }\n'
+                   'layer { name: "roi_pool" type: "ROIPooling" bottom: "features" '
+                   'bottom: "rois" top: "pooled" roi_pooling_param { pooled_h: 2 pooled_w: 2 } }\n')
+    weights = tmp_path / "big.caffemodel"
+    assert run_cli("weights", "init", net, "-o", weights).returncode == 0
+    engine = tmp_path / "big.engine"
+    line = assert_one_error_line(
+        run_cli("convert", net, "-w", weights, "-o", engine),
+        "the TensorRT form's max table has 4294967296 elements (16 image(s) · C 256 · 64 "
+        "levels · H 128 · W 128), past its INT32 indices")
+    assert "layer 'roi_pool' (ROIPooling)" in line and "at most 7 images" in line
+    assert not engine.exists()

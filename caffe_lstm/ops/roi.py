@@ -200,8 +200,9 @@ class ROIPooling(Op):
     origin = ("Fast R-CNN, rbgirshick/caffe-fast-rcnn@4c85442 (roi_pooling_layer.cpp, "
               "Forward_cpu; onnxruntime's MaxRoiPool computes the same)")
     limits = ("rois hold in-range batch indices; the TensorRT form needs C, H, W fixed, keeps "
-              "a max table of N·C·H·W·(⌊log₂H⌋ + 1)(⌊log₂W⌋ + 1) floats and takes NaN "
-              "features into the max where the fork skips them")
+              "a max table of N·C·H·W·(⌊log₂H⌋ + 1)(⌊log₂W⌋ + 1) floats, read at INT32 indices "
+              "(under 2³¹ elements: checked at build for a fixed N, for one image with a dynamic "
+              "N), and takes NaN features into the max where the fork skips them")
 
     @staticmethod
     def parse(ctx, p):
@@ -240,7 +241,9 @@ class ROIPooling(Op):
 
     @staticmethod
     def tensorrt(ctx, node: Node, x, rois):
-        return (_SparseTableBins(_TrtOps(ctx), node, fixed_chw(node, x, "features")).pool(x, rois),)
+        bins = _SparseTableBins(_TrtOps(ctx), node, fixed_chw(node, x, "features"))
+        bins.check_indices(x.shape[0])
+        return (bins.pool(x, rois),)
 
     @staticmethod
     def onnx(ctx, node: Node, x: str, rois: str):
@@ -264,6 +267,21 @@ class _SparseTableBins:
         self.ops, self.node, (self.channels, self.height, self.width) = ops, node, chw
         self.pooled = (node.attrs["pooled_h"], node.attrs["pooled_w"])
         self.levels = (floor_log2(self.height) + 1, floor_log2(self.width) + 1)
+
+    def check_indices(self, batch: int) -> None:
+        """The table is read at flat INT32 indices ((b·C + c)·L + level)·H·W + y·W + x: its
+        N·C·L·H·W elements must stay below 2³¹ (a dynamic N, -1: one image's must)."""
+        levels = self.levels[0] * self.levels[1]
+        per_image = self.channels * levels * self.height * self.width
+        images, most = max(batch, 1), np.iinfo(np.int32).max
+        if images * per_image <= most:
+            return
+        raise shape_error(
+            self.node, f"the TensorRT form's max table has {images * per_image} elements "
+            f"({images} image(s) · C {self.channels} · {levels} levels · H {self.height} · "
+            f"W {self.width}), past its INT32 indices (2³¹ − 1)",
+            f"give the features at most {most // per_image} images" if per_image <= most
+            else "give the features fewer channels or a smaller height and width")
 
     def pool(self, x, rois):
         ops = self.ops
