@@ -7,6 +7,7 @@ net through ``verify``; bad parameters as one error line.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -177,22 +178,39 @@ def test_bad_parameters_are_one_line(tmp_path, rois, param, message):
     assert "layer 'roi_pool' (ROIPooling) at " in line and "bad.prototxt:6" in line
 
 
-def test_a_table_past_int32_indices_is_refused_before_building(tmp_path):
-    """The TensorRT form reads its max table at flat INT32 indices: 16 images of 256 × 128 ×
-    128 features make 16 · 256 · 64 levels · 128 · 128 = 2³² elements, one line before any
-    engine is built (7 images would fit)."""
+@pytest.mark.parametrize("features, layer, message, most", [
+    # ROIPooling's max table: 16 · 256 · (7 + 1)(7 + 1) levels · 128 · 128 = 2³²
+    ("dim: 16 dim: 256 dim: 128 dim: 128",
+     'type: "ROIPooling" roi_pooling_param { pooled_h: 2 pooled_w: 2 }',
+     "max table has 4294967296 elements (16 image(s) · C 256 · levels 64 · H 128 · W 128)", 7),
+    # PSROIPooling's integral image: 64 · 1029 (21 classes · 7 · 7) · 201 · 201 > 2³¹
+    ("dim: 64 dim: 1029 dim: 200 dim: 200",
+     'type: "PSROIPooling" psroi_pooling_param { spatial_scale: 1 output_dim: 21 group_size: 7 }',
+     "integral image has 2660648256 elements (64 image(s) · C 1029 · H + 1 201 · W + 1 201)",
+     51),
+])
+def test_a_table_past_int32_indices_is_refused_before_building(tmp_path, features, layer,
+                                                               message, most):
+    """The TensorRT forms gather from a table flattened, at INT32 indices: one whose elements
+    pass 2³¹ − 1 is one line before any engine is built, with the most images that fit."""
     pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
-    net = tmp_path / "big.prototxt"
-    net.write_text('layer { name: "input" type: "Input" top: "features" top: "rois" input_param '
-                   '{ shape { dim: 16 dim: 256 dim: 128 dim: 128 } shape { dim: 6 dim: 5 } } }\n'
-                   'layer { name: "roi_pool" type: "ROIPooling" bottom: "features" '
-                   'bottom: "rois" top: "pooled" roi_pooling_param { pooled_h: 2 pooled_w: 2 } }\n')
+    def write(name: str, dims: str) -> Path:
+        (tmp_path / name).write_text(
+            'layer { name: "input" type: "Input" top: "features" top: "rois" input_param '
+            f'{{ shape {{ {dims} }} shape {{ dim: 6 dim: 5 }} }} }}\n'
+            f'layer {{ name: "pool" {layer} bottom: "features" bottom: "rois" top: "pooled" }}\n')
+        return tmp_path / name
+
+    net = write("big.prototxt", features)
+    # no blobs either way: the weights of a small twin (weights init runs the net)
+    small = write("small.prototxt", " ".join(features.split()[:4] + ["dim: 8", "dim: 8"])
+                  .replace("dim: 16 ", "dim: 1 ").replace("dim: 64 ", "dim: 1 "))
     weights = tmp_path / "big.caffemodel"
-    assert run_cli("weights", "init", net, "-o", weights).returncode == 0
+    assert run_cli("weights", "init", small, "-o", weights).returncode == 0
     engine = tmp_path / "big.engine"
-    line = assert_one_error_line(
-        run_cli("convert", net, "-w", weights, "-o", engine),
-        "the TensorRT form's max table has 4294967296 elements (16 image(s) · C 256 · 64 "
-        "levels · H 128 · W 128), past its INT32 indices")
-    assert "layer 'roi_pool' (ROIPooling)" in line and "at most 7 images" in line
+    # the features alone are ~8 GiB, the default --max-memory: a build allocates no blob
+    line = assert_one_error_line(run_cli("--max-memory", "16G", "convert", net, "-w", weights,
+                                         "-o", engine),
+                                 f"the TensorRT form's {message}, past its INT32 indices")
+    assert "layer 'pool' (" in line and f"at most {most} images" in line
     assert not engine.exists()

@@ -11,6 +11,8 @@ the max of the 4 power-of-two rectangles anchored at its corners that cover it).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from caffe_lstm.errors import ExecutionError
@@ -65,6 +67,22 @@ def fixed_chw(node: Node, x, what: str) -> tuple[int, int, int]:
     return tuple(x.shape[1:])
 
 
+def check_int32_reads(node: Node, batch: int, dims: tuple[int, ...], table: str,
+                      names: tuple[str, ...]) -> None:
+    """A TensorRT form gathers from its ``table`` (per image ``dims``, called ``names``)
+    flattened, at INT32 indices: its N·∏dims elements must stay below 2³¹ (a dynamic N, -1:
+    one image's must)."""
+    per_image, images, most = math.prod(dims), max(batch, 1), np.iinfo(np.int32).max
+    if images * per_image <= most:
+        return
+    parts = " · ".join(f"{name} {dim}" for name, dim in zip(names, dims))
+    raise shape_error(
+        node, f"the TensorRT form's {table} has {images * per_image} elements ({images} "
+        f"image(s) · {parts}), past its INT32 indices (2³¹ − 1)",
+        f"give its first bottom at most {most // per_image} images" if per_image <= most
+        else "give its first bottom fewer channels or a smaller height and width")
+
+
 def bin_bounds(rois: np.ndarray, scale: float, groups: int, height: int, width: int
                ) -> tuple[np.ndarray, ...]:
     """(hstart, hend, wstart, wend), each (R, groups) int64, as PSROIPoolingForward: the roi's
@@ -101,7 +119,9 @@ class PSROIPooling(Op):
     origin = ("R-FCN, daijifeng001/caffe-rfcn@8f031c1 (psroi_pooling_layer.cpp; the .cu at "
               "4bcfcd1 is the same forward)")
     limits = ("rois hold in-range batch indices; TensorRT and ONNX sum bins from a float32 "
-              "integral image (rounding grows with the map's size) and need C, H, W fixed")
+              "integral image (rounding grows with the map's size) and need C, H, W fixed; "
+              "TensorRT reads it at INT32 indices (N·C·(H + 1)·(W + 1) under 2³¹: checked at "
+              "build for a fixed N, for one image with a dynamic N)")
 
     @staticmethod
     def parse(ctx, p):
@@ -143,7 +163,10 @@ class PSROIPooling(Op):
 
     @staticmethod
     def tensorrt(ctx, node: Node, x, rois):
-        return (_IntegralBins(_TrtOps(ctx), node, fixed_chw(node, x, "score maps")).pool(x, rois),)
+        channels, height, width = fixed_chw(node, x, "score maps")
+        check_int32_reads(node, x.shape[0], (channels, height + 1, width + 1),
+                          "integral image", ("C", "H + 1", "W + 1"))
+        return (_IntegralBins(_TrtOps(ctx), node, (channels, height, width)).pool(x, rois),)
 
     @staticmethod
     def onnx(ctx, node: Node, x: str, rois: str):
@@ -242,7 +265,9 @@ class ROIPooling(Op):
     @staticmethod
     def tensorrt(ctx, node: Node, x, rois):
         bins = _SparseTableBins(_TrtOps(ctx), node, fixed_chw(node, x, "features"))
-        bins.check_indices(x.shape[0])
+        levels = bins.levels[0] * bins.levels[1]
+        check_int32_reads(node, x.shape[0], (bins.channels, levels, bins.height, bins.width),
+                          "max table", ("C", "levels", "H", "W"))
         return (bins.pool(x, rois),)
 
     @staticmethod
@@ -267,21 +292,6 @@ class _SparseTableBins:
         self.ops, self.node, (self.channels, self.height, self.width) = ops, node, chw
         self.pooled = (node.attrs["pooled_h"], node.attrs["pooled_w"])
         self.levels = (floor_log2(self.height) + 1, floor_log2(self.width) + 1)
-
-    def check_indices(self, batch: int) -> None:
-        """The table is read at flat INT32 indices ((b·C + c)·L + level)·H·W + y·W + x: its
-        N·C·L·H·W elements must stay below 2³¹ (a dynamic N, -1: one image's must)."""
-        levels = self.levels[0] * self.levels[1]
-        per_image = self.channels * levels * self.height * self.width
-        images, most = max(batch, 1), np.iinfo(np.int32).max
-        if images * per_image <= most:
-            return
-        raise shape_error(
-            self.node, f"the TensorRT form's max table has {images * per_image} elements "
-            f"({images} image(s) · C {self.channels} · {levels} levels · H {self.height} · "
-            f"W {self.width}), past its INT32 indices (2³¹ − 1)",
-            f"give the features at most {most // per_image} images" if per_image <= most
-            else "give the features fewer channels or a smaller height and width")
 
     def pool(self, x, rois):
         ops = self.ops
