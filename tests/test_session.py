@@ -229,9 +229,10 @@ def test_state_from_a_file_without_final_states_is_one_line(tmp_path):
                                    "lstm1/c_T, lstm1/h_T)")
 
 
-def test_state_from_on_a_net_without_recurrent_state_says_so(tmp_path):
-    """A net with no recurrent layer has no state to carry: --state-from is refused in one
-    line that says so (it listed the wanted final states as 'none')."""
+def test_state_io_on_a_net_without_recurrent_state_says_so(tmp_path):
+    """A net with no recurrent layer has no state to carry: --state io runs it and says so
+    (it said nothing), and --state-from is refused in one line that says so (it listed the
+    wanted final states as 'none')."""
     net = tmp_path / "plain.prototxt"
     net.write_text('layer { name: "data" type: "Input" top: "data" '
                    'input_param { shape { dim: 2 dim: 3 } } }\n'
@@ -239,8 +240,10 @@ def test_state_from_on_a_net_without_recurrent_state_says_so(tmp_path):
                    'inner_product_param { num_output: 4 } }\n')
     weights = tmp_path / "plain.caffemodel"
     assert run_cli("weights", "init", net, "-o", weights).returncode == 0
-    assert run_cli("run", net, "-w", weights, "--state", "io",
-                   "-o", tmp_path / "prev.npz").returncode == 0
+    io = run_cli("run", net, "-w", weights, "--state", "io", "-o", tmp_path / "prev.npz")
+    assert io.returncode == 0, io.stderr
+    assert "state: io has nothing to carry: this net has no recurrent layer" in io.stdout
+    assert sorted(np.load(tmp_path / "prev.npz").files) == ["y"]
     line = assert_one_error_line(
         run_cli("run", net, "-w", weights, "--state-from", tmp_path / "prev.npz"),
         "no recurrent layer of this net has a state to carry in")

@@ -57,6 +57,8 @@ def run(options: GlobalOptions, net: Path, weights: Path, outputs: str, phase: s
         raise click.UsageError("--state-from goes with --state io")
     loaded = load(net, weights, outputs, phase, stages)
     inputs = inputs_path
+    if recurrent_state == State.IO and state_from is None and not loaded.recurrent_layers:
+        options.say("state: io has nothing to carry: this net has no recurrent layer")
     if state_from is not None:  # this call's initial states are the previous call's finals
         recurrent_state = State.IO
         inputs = {**(loaded.random_inputs(seed) if inputs_path is None
