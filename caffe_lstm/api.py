@@ -392,8 +392,9 @@ class Net:
 
         self._require_layers()
         drawn = synthetic_weights(self.graph, seed, fillers=layer_fillers(self.prototxt))
-        layers = drawn if fillers else unit_scaled(self.graph, drawn, self.random_inputs(seed),
-                                                   seed)
+        # without blobs there is nothing to scale: no forward, no inputs allocated
+        layers = drawn if fillers or not drawn else unit_scaled(
+            self.graph, drawn, self.random_inputs(seed), seed)
         write_caffemodel(output, layers, net_name=self.graph.name)
         return len(layers)
 

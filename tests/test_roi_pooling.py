@@ -7,7 +7,6 @@ net through ``verify``; bad parameters as one error line.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -192,23 +191,19 @@ def test_bad_parameters_are_one_line(tmp_path, rois, param, message):
 def test_a_table_past_int32_indices_is_refused_before_building(tmp_path, features, layer,
                                                                message, most):
     """The TensorRT forms gather from a table flattened, at INT32 indices: one whose elements
-    pass 2³¹ − 1 is one line before any engine is built, with the most images that fit."""
+    pass 2³¹ − 1 is one line before any engine is built, with the most images that fit.
+    weights init writes such a net's (empty) weights without running it."""
     pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
-    def write(name: str, dims: str) -> Path:
-        (tmp_path / name).write_text(
-            'layer { name: "input" type: "Input" top: "features" top: "rois" input_param '
-            f'{{ shape {{ {dims} }} shape {{ dim: 6 dim: 5 }} }} }}\n'
-            f'layer {{ name: "pool" {layer} bottom: "features" bottom: "rois" top: "pooled" }}\n')
-        return tmp_path / name
-
-    net = write("big.prototxt", features)
-    # no blobs either way: the weights of a small twin (weights init runs the net)
-    small = write("small.prototxt", " ".join(features.split()[:4] + ["dim: 8", "dim: 8"])
-                  .replace("dim: 16 ", "dim: 1 ").replace("dim: 64 ", "dim: 1 "))
-    weights = tmp_path / "big.caffemodel"
-    assert run_cli("weights", "init", small, "-o", weights).returncode == 0
+    net = tmp_path / "big.prototxt"
+    net.write_text('layer { name: "input" type: "Input" top: "features" top: "rois" input_param '
+                   f'{{ shape {{ {features} }} shape {{ dim: 6 dim: 5 }} }} }}\n'
+                   f'layer {{ name: "pool" {layer} bottom: "features" bottom: "rois" '
+                   'top: "pooled" }\n')
+    # the features alone are ~8 GiB, the default --max-memory: neither command allocates them
+    weights = tmp_path / "big.caffemodel"  # no blobs: nothing is run
+    written = run_cli("--max-memory", "16G", "weights", "init", net, "-o", weights)
+    assert written.returncode == 0, written.stderr
     engine = tmp_path / "big.engine"
-    # the features alone are ~8 GiB, the default --max-memory: a build allocates no blob
     line = assert_one_error_line(run_cli("--max-memory", "16G", "convert", net, "-w", weights,
                                          "-o", engine),
                                  f"the TensorRT form's {message}, past its INT32 indices")
