@@ -99,10 +99,12 @@ class InnerProduct(Op):
         return (y,) if b is None else (ctx.add("Add", [y, b])[0],)
 
 
-# Below this many rows, x · Wᵀ is computed as (W · xᵀ)ᵀ: the same sums, a product whose
-# output has few columns, for which OpenBLAS's kernels are 1.2-3x faster (an LSTM's recurrent
-# product, N = 16 rows of H = 512 against 4H = 2048 outputs: 0.20 ms against 0.31 ms on 2 cores).
-# One row is a vector product either way; from about 128 rows on the two forms are equal.
+# Below this many rows, x · Wᵀ is computed as (W · xᵀ)ᵀ: the same products (summed in another
+# order, so the last bits differ), as a product whose output has few columns, for which
+# OpenBLAS's kernels are 1.2-3x faster (an LSTM's recurrent product, N = 16 rows of H = 512
+# against 4H = 2048 outputs: 0.20 ms against 0.31 ms on 2 cores; on a VM whose host delays the
+# second core it is 0.45 ms for stretches of seconds: benchmarks/README.md). One row is a
+# vector product either way; from about 128 rows on the two forms are equal.
 _FEW_ROWS = 128
 
 
