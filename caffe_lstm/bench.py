@@ -24,7 +24,6 @@ from caffe_lstm.errors import CaffeLstmError
 from caffe_lstm.ir.graph import Graph
 from caffe_lstm.options import DEFAULT_OPSET, LstmOp, Runtime, State
 from caffe_lstm.passes import DEFAULT_PIPELINE, run_passes
-from caffe_lstm.passes.expose_state import refuse_hidden_states
 from caffe_lstm.passes.onnx_forms import onnx_rewrite
 
 #: What ``time_net`` runs: numpy on the CPU, onnxruntime on the CPU, an engine on a GPU.
@@ -98,9 +97,8 @@ def time_net(net: Net, backend: str = "numpy", *, inputs: Inputs = None, seed: i
         raise CaffeLstmError(f"the numpy backend runs the net itself, not the model {model}",
                              "model=", "time the model with the onnxruntime or tensorrt backend")
     state = model_state(model, state, net.prototxt, net.weights, _onnx_metadata(backend))
-    if state is State.IO:
-        refuse_hidden_states(net.graph)  # asked for: no layer may keep its states inside
-    graph, feeds = _fed(net.with_state_io() if state is State.IO else net, inputs, seed)
+    # as Net.run: io asked for refuses hidden states, auto is resolved (it ran as zero here)
+    graph, feeds = _fed(net._stated(state), inputs, seed)
     shapes = {name: tuple(np.shape(array)) for name, array in feeds.items()}
     if backend == "tensorrt":
         return _time_engine(Path(model), feeds, Runtime.parse(runtime, "runtime"), shapes,

@@ -148,6 +148,19 @@ def test_time_net_refuses_what_it_cannot_time(backend, kwargs, needle):
         time_net(load(*SEQ), backend, **kwargs)
 
 
+def test_time_net_takes_state_as_net_run_does():
+    """state="auto" on a net whose cont is an input: Net.run resolves it to io (the states
+    are inputs and outputs), and time_net times that same net (it timed zero state)."""
+    from caffe_lstm import load
+    from caffe_lstm.bench import time_net
+
+    net = load(*SEQ)
+    assert "lstm1/h_T" in net.run(state="auto")
+    timed = time_net(net, state="auto", iterations=1, warmup=0)
+    assert sorted(timed.inputs) == ["cont", "data", "lstm1/c_0", "lstm1/h_0"]
+    assert sorted(time_net(net, state="zero", iterations=1, warmup=0).inputs) == ["cont", "data"]
+
+
 # ---- a running Triton server ---------------------------------------------------------------------
 
 
