@@ -93,8 +93,6 @@ def _drop_axis_round_trips(onnx: Any, nodes: list[Any], constants: dict[str, Any
     taking it off again) is no node: the Scan writes the Squeeze's output (the blob) itself.
     onnxruntime copies a graph output that a Squeeze computes (10 MB per run on a long
     sequence); the axes constants nothing else reads go too."""
-    values = {**constants, **{node.output[0]: a.t for node in nodes if node.op_type == "Constant"
-                              for a in node.attribute if a.name == "value"}}
     readers = _readers(nodes, through_bodies=True)
     producers = {out: node for node in nodes for out in node.output}
     gone: set[int] = set()
@@ -105,8 +103,9 @@ def _drop_axis_round_trips(onnx: Any, nodes: list[Any], constants: dict[str, Any
                 source not in producers or producers[source].op_type != "Scan" or \
                 len(readers[source]) != 1 or {source, node.output[0]} & outputs:
             continue
-        axes = [_constant_ints(onnx, name, values) for name in (node.input[1], after[0].input[1])]
-        if axes[0] is None or axes[0] != axes[1]:
+        axes = [_constant_value(onnx, name, producers, constants)
+                for name in (node.input[1], after[0].input[1])]
+        if axes[0] is None or axes[1] is None or axes[0].tolist() != axes[1].tolist():
             continue
         outs = producers[source].output
         outs[list(outs).index(source)] = after[0].output[0]
@@ -222,9 +221,10 @@ def _cont_after_step(onnx: Any, scan: Any, body: Any, producers: dict[str, Any],
         return []
     cont, products = conted
     index = [i.name for i in body.input].index(cont)
+    conted_states = [k for k, i in enumerate(body.input[:n_states]) if i.name in products]
     sequence = _constant_value(onnx, scan.input[index], producers, constants)
     if sequence is not None and sequence.shape[:1] and bool(np.all(sequence[1:] == 1)):
-        return _cont_before_scan_only(onnx, scan, body, index, products, n_states)
+        return _cont_before_scan_only(onnx, scan, body, index, products, conted_states)
     step_outputs = {o.name: k for k, o in enumerate(body.output)}
     kept, renamed = _states_unconted(body, products)
     following = f"{cont}/next"
@@ -242,8 +242,7 @@ def _cont_after_step(onnx: Any, scan: Any, body: Any, producers: dict[str, Any],
             kept.remove(node)
     _refill(body.node, kept)
     dtype = body.input[index].type.tensor_type.elem_type
-    return _shifted_cont(onnx, scan, index, dtype, [
-        k for k, i in enumerate(body.input[:n_states]) if i.name in products])
+    return _shifted_cont(onnx, scan, index, dtype, conted_states)
 
 
 def _cont_products(body: Any, n_states: int) -> tuple[str, dict[str, Any]] | None:
@@ -285,7 +284,7 @@ def _states_unconted(body: Any, products: dict[str, Any]) -> tuple[list[Any], di
 
 
 def _cont_before_scan_only(onnx: Any, scan: Any, body: Any, index: int,
-                           products: dict[str, Any], n_states: int) -> list[Any]:
+                           products: dict[str, Any], states: list[int]) -> list[Any]:
     """The body without its scanned input ``index`` (cont) and its ``products`` (each state
     times cont_t): the step reads each previous state as it is, and before the Scan each
     initial state is multiplied by cont_0 once. Returns those nodes."""
@@ -299,12 +298,7 @@ def _cont_before_scan_only(onnx: Any, scan: Any, body: Any, index: int,
     nodes = [make("Constant", [], [zero],
                   value=onnx.numpy_helper.from_array(np.array(0, np.int64), zero)),
              make("Gather", [first, zero], [f"{base}/0"], axis=0)]
-    for k, state in enumerate(body.input[:n_states]):
-        if state.name in products:
-            conted = f"{base}/{k}/initial"
-            nodes.append(make("Mul", [scan.input[k], f"{base}/0"], [conted], name=conted))
-            scan.input[k] = conted
-    return nodes
+    return nodes + _initial_states_conted(onnx, scan, base, states)
 
 
 def _constant_value(onnx: Any, name: str, producers: dict[str, Any],
@@ -355,9 +349,17 @@ def _shifted_cont(onnx: Any, scan: Any, index: int, dtype: int, states: list[int
               make("Concat", [f"{base}/rest", f"{base}/ones"], [f"{base}/next"], axis=0),
               make("Squeeze", [f"{base}/first", zero], [f"{base}/0"])]
     scan.input[index] = f"{base}/next"
+    return nodes + _initial_states_conted(onnx, scan, base, states)
+
+
+def _initial_states_conted(onnx: Any, scan: Any, base: str, states: list[int]) -> list[Any]:
+    """Each initial state in ``states`` (the Scan's inputs by index) replaced by its product
+    with cont_0 (``<base>/0``): Caffe's cont_0 · h_{-1} before the first step."""
+    nodes = []
     for k in states:
         conted = f"{base}/{k}/initial"
-        nodes.append(make("Mul", [scan.input[k], f"{base}/0"], [conted], name=conted))
+        nodes.append(onnx.helper.make_node("Mul", [scan.input[k], f"{base}/0"], [conted],
+                                           name=conted))
         scan.input[k] = conted
     return nodes
 
