@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from caffe_lstm.analysis.build_facts import BuildFacts
 
 
-
 pass_options = click.make_pass_decorator(GlobalOptions, ensure=True)
 
 
