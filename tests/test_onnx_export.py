@@ -155,6 +155,34 @@ def test_the_scan_body_runs_only_per_step_work(invoke, tmp_path, H):
     assert scan.output[-1] == "r"  # the layer's top, no Unsqueeze/Squeeze after the Scan
 
 
+def test_the_input_projection_adds_its_bias_inside_the_product(invoke, tmp_path):
+    """The projection of all steps that each Scan scans, x · W_xcᵀ + b_c, is one MatMul of x
+    with a column of ones by W_xcᵀ with b_c as one more row (no Add: onnxruntime would add a
+    broadcast bias in a pass of its own over the (T, N, 4H) product); on stacked layers, the
+    second reading the first's Scan output, and the model still computes Caffe's layers
+    (check_export)."""
+    T, N, I, H = 5, 2, 3, 4
+    text = variant_net(T, N, I, H, {}) + (
+        'layer { name: "lstm2" type: "LSTM" bottom: "r" bottom: "cont" top: "h2" '
+        f'recurrent_param {{ num_output: {H + 1} }} }}\n')
+    net, weights = synthetic_files(tmp_path, text, seed=4)
+    feeds = {"x": np.random.default_rng(4).normal(size=(T, N, I)).astype(np.float32),
+             "cont": _cont(T, N)}
+    model = onnx.load(check_export(invoke, tmp_path, net, weights, [feeds]))
+    producers = {out: node for node in model.graph.node for out in node.output}
+    assert not [node for node in model.graph.node if node.op_type == "Add"]
+    for layer, bottom in (("lstm1", "x"), ("lstm2", "r")):
+        product = producers[f"{layer}/W_xc_x"]
+        assert product.op_type == "MatMul"
+        x_ones, weight_bias = (producers[name] for name in product.input)
+        assert x_ones.op_type == weight_bias.op_type == "Concat"
+        assert x_ones.input[0] == bottom and \
+            producers[x_ones.input[1]].op_type == "ConstantOfShape"
+        transposed, bias_row = (producers[name] for name in weight_bias.input)
+        assert transposed.input[0] == f"{layer}/W_xc" and bias_row.input[0] == f"{layer}/b_c"
+        assert [a.i for a in x_ones.attribute] == [-1]  # ones after x's last axis (K + 1)
+
+
 @pytest.mark.parametrize("state", ["zero", "io"])
 def test_a_constant_cont_of_ones_after_the_first_step_is_no_scanned_input(invoke, tmp_path,
                                                                            state):
