@@ -201,6 +201,41 @@ def test_the_api_names_the_located_layer(pose_like, monkeypatch):
     assert column.located.comparison.used > 1
 
 
+@pytest.mark.parametrize("budget, found", [
+    (None, "layer 'lstm1' (LSTM), step node lstm1/c (Eltwise) at time step 0: lstm1/c max abs"),
+    (0, "layer 'lstm1' (LSTM) at time step 0: lstm1 max abs err"),
+])
+def test_the_steps_are_searched_within_a_memory_budget(pose_like, invoke, monkeypatch, budget,
+                                                      found):
+    """Every step's body values of both traces are kept only within STEP_VALUE_BYTES (computed
+    from the shapes before anything runs); beyond it the divergence is named by the recurrent
+    layer's output and its first time step, and the line says why the steps were not searched
+    and how large they would be."""
+    pytest.importorskip("onnxruntime", reason="the ONNX column needs onnxruntime")
+    from caffe_lstm.ops import get_op
+    from caffe_lstm.verification import locate
+
+    eltwise = get_op("Eltwise")
+    base = eltwise.onnx
+
+    def wrong(ctx, node, *args):
+        results = base(ctx, node, *args)
+        return tuple(ctx.add("Add", [r, r], suffix="planted")[0] for r in results) \
+            if node.name == "__lstm1/c" else results
+    monkeypatch.setattr(eltwise, "onnx", staticmethod(wrong))
+    if budget is not None:
+        monkeypatch.setattr(locate, "STEP_VALUE_BYTES", budget)
+    net, weights = pose_like["scaled"]
+    result = invoke("verify", net, "-w", weights, "--no-trt")
+    assert result.exit_code == 1
+    (line,) = [line for line in result.stdout.splitlines()
+               if line.startswith("first divergence")]
+    assert found in line, line
+    assert ("only the recurrent layer's output is searched" in line) == (budget == 0), line
+    if budget == 0:
+        assert "every step's values would take 0 MiB (more than 0 MiB" in line, line
+
+
 # ---- say what was checked ----------------------------------------------------------------------
 
 

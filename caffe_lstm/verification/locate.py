@@ -4,14 +4,18 @@ the reference, in the rewritten graph's order (Polygraphy's "mark all outputs" s
 The references: the equations (numpy, the net as loaded) for every blob the Caffe net has;
 the rewritten graph run with numpy for the values only the rewrite has (a loop body's gates,
 step by step). For the numpy column itself only the first kind exists: a divergence inside a
-loop is then named by its recurrent layer and the first time step its output differs.
+loop is then named by its recurrent layer and the first time step its output differs. So is
+every divergence inside a loop when keeping each step's values would take more than
+``STEP_VALUE_BYTES`` (T steps of every body value, for the candidate and the reference): the
+size is computed from the shapes before anything runs.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -21,6 +25,25 @@ from caffe_lstm.ir.graph import Graph, Node
 from caffe_lstm.verification.columns import Request
 from caffe_lstm.verification.prepared import Prepared
 from caffe_lstm.verification.report import Column, Located
+
+
+#: The most bytes of loop body values, all steps of both traces, that a search keeps (on a long
+#: sequence: T · N · H floats for each of a step's ~15 values).
+STEP_VALUE_BYTES = 2 << 30
+
+
+def step_value_bytes(graph: Graph) -> int:
+    """The bytes of float32 values that the loop bodies of ``graph`` compute over all their
+    steps (a loop inside a body counted once per step of the outer loop)."""
+    total = 0
+    for node in graph.nodes:
+        steps = node.inputs[0].shape[0] if node.subgraphs and node.inputs and \
+            node.inputs[0].shape else 0
+        for body in node.subgraphs:
+            values = sum(4 * math.prod(value.shape) for inner in body.nodes
+                         for value in inner.outputs if value.shape is not None)
+            total += steps * (values + step_value_bytes(body))
+    return total
 
 
 @dataclass
@@ -47,13 +70,17 @@ class _TracingExecutor(NumpyExecutor):
         return [env[id(value)] for value in graph.outputs]
 
 
-def trace_numpy(graph: Graph, feeds: Mapping[str, np.ndarray]) -> Trace:
-    executor = _TracingExecutor(graph)
-    executor.trace.values = executor.run(feeds, intermediate=True)
-    return executor.trace
+def trace_numpy(graph: Graph, feeds: Mapping[str, np.ndarray], steps: bool = True) -> Trace:
+    """The rewritten graph's values in numpy; ``steps``: each loop body value of each step
+    too."""
+    executor = _TracingExecutor(graph) if steps else NumpyExecutor(graph)
+    values = executor.run(feeds, intermediate=True)
+    trace = executor.trace if steps else Trace()
+    trace.values = values
+    return trace
 
 
-def trace_tensorrt(prepared: Prepared, request: Request) -> Trace:
+def trace_tensorrt(prepared: Prepared, request: Request, steps: bool = True) -> Trace:
     """The TensorRT network walk's tensors (float16 ones as float32)."""
     from caffe_lstm.backends.tensorrt.cpu_walk import evaluate_emitted
     from caffe_lstm.backends.tensorrt.runtime import load_runtime
@@ -64,7 +91,7 @@ def trace_tensorrt(prepared: Prepared, request: Request) -> Trace:
         for name, array in tensors.items():
             if step is None:
                 trace.values[name] = np.asarray(array, np.float32)
-            else:
+            elif steps:
                 trace.steps[name].append(np.asarray(array, np.float32))
 
     evaluate_emitted(load_runtime(request.runtime), prepared.rewritten, prepared.feeds,
@@ -72,15 +99,16 @@ def trace_tensorrt(prepared: Prepared, request: Request) -> Trace:
     return trace
 
 
-def trace_onnx(prepared: Prepared, request: Request) -> Trace:
-    """The ONNX model's values with every one an output, loop bodies' stacked per step."""
+def trace_onnx(prepared: Prepared, request: Request, steps: bool = True) -> Trace:
+    """The ONNX model's values with every one an output, loop bodies' stacked per step (with
+    ``steps``)."""
     from caffe_lstm.backends.onnx.exporter import build_model
     from caffe_lstm.backends.onnx.intermediates import with_every_value_as_output
     from caffe_lstm.backends.onnx.runtime import run_model
     from caffe_lstm.options import DEFAULT_OPSET
 
     body_values = {value.name for node in prepared.rewritten.nodes for body in node.subgraphs
-                   for inner in body.nodes for value in inner.outputs}
+                   for inner in body.nodes for value in inner.outputs} if steps else set()
     model, _ = build_model(prepared.rewritten, DEFAULT_OPSET, {})
     marked, stacked = with_every_value_as_output(model, body_values)
     results = run_model(marked, prepared.feeds)
@@ -93,9 +121,8 @@ def trace_onnx(prepared: Prepared, request: Request) -> Trace:
     return trace
 
 
-#: Column kind -> how to read its intermediates.
-TRACERS: dict[str, Callable[[Prepared, Request], Trace]] = {
-    "numpy": lambda prepared, _: trace_numpy(prepared.rewritten, prepared.feeds),
+#: Column kind -> how to read its intermediates (with each loop step's values, or not).
+TRACERS: dict[str, Callable[[Prepared, Request, bool], Trace]] = {
     "tensorrt": trace_tensorrt,
     "onnx": trace_onnx,
 }
@@ -103,18 +130,27 @@ TRACERS: dict[str, Callable[[Prepared, Request], Trace]] = {
 
 def locate_columns(prepared: Prepared, request: Request, columns: list[Column]) -> None:
     """Sets ``located`` (or ``unlocated``: why not) on each failing column."""
+    step_bytes = 2 * step_value_bytes(prepared.rewritten)  # the candidate's and the reference's
+    steps = step_bytes <= STEP_VALUE_BYTES
+    note = "" if steps else (
+        f"inside the loops only the recurrent layer's output is searched: every step's values "
+        f"would take {step_bytes / 2**20:,.0f} MiB (more than {STEP_VALUE_BYTES / 2**20:,.0f} "
+        f"MiB; a shorter sequence searches the steps)")
     equations = prepared.reference(intermediate=True)
-    rewritten = trace_numpy(prepared.rewritten, prepared.feeds)
+    rewritten = trace_numpy(prepared.rewritten, prepared.feeds, steps)
     for column in columns:
         tracer = TRACERS.get(column.kind)
-        if tracer is None:
+        if tracer is None and column.kind != "numpy":
             column.unlocated = ("an engine's intermediate tensors are not outputs; the "
                                 "TensorRT network's walk is searched in its own column")
             continue
-        candidate = rewritten if column.kind == "numpy" else tracer(prepared, request)
+        candidate = rewritten if tracer is None else tracer(prepared, request, steps)
         search = _Search(prepared, equations, None if column.kind == "numpy" else rewritten,
                          candidate, column.tolerance)
         column.located = search.first_divergence()
+        if note and column.located is not None and column.located.step is not None and \
+                column.kind != "numpy":
+            column.located = replace(column.located, note=note)
         if column.located is None:
             column.unlocated = ("every intermediate value compared agrees within the "
                                 "tolerance; only the outputs differ")

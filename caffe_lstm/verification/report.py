@@ -22,6 +22,8 @@ class Located:
     comparison: Comparison
     node: str = ""
     step: int | None = None
+    #: why the search went no deeper (the loops' per-step values were not kept), or ""
+    note: str = ""
 
     def describe(self) -> str:
         """``layer 'conv3' (Convolution): conv3 max abs err ...`` as the report prints it."""
@@ -33,7 +35,7 @@ class Located:
         row = self.comparison
         return (f"{where}: {self.value} max abs err {row.max_abs:.3g}, max rel err "
                 f"{row.max_rel:.3g} ({row.used:.3g}x the tolerance, decided by "
-                f"{row.decided_by})")
+                f"{row.decided_by})" + (f"; {self.note}" if self.note else ""))
 
 
 @dataclass
