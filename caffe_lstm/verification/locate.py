@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from caffe_lstm.analysis.limits import format_size
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.compare import Comparison, Tolerance, compare_arrays
 from caffe_lstm.ir.graph import Graph, Node
@@ -134,8 +135,8 @@ def locate_columns(prepared: Prepared, request: Request, columns: list[Column]) 
     steps = step_bytes <= STEP_VALUE_BYTES
     note = "" if steps else (
         f"inside the loops only the recurrent layer's output is searched: every step's values "
-        f"would take {step_bytes / 2**20:,.0f} MiB (more than {STEP_VALUE_BYTES / 2**20:,.0f} "
-        f"MiB; a shorter sequence searches the steps)")
+        f"would take {format_size(step_bytes)} (more than {format_size(STEP_VALUE_BYTES)}; "
+        f"a shorter sequence searches the steps)")
     equations = prepared.reference(intermediate=True)
     rewritten = trace_numpy(prepared.rewritten, prepared.feeds, steps)
     for column in columns:
