@@ -209,3 +209,34 @@ def test_a_table_past_int32_indices_is_refused_before_building(tmp_path, feature
                                  f"the TensorRT form's {message}, past its INT32 indices")
     assert "layer 'pool' (" in line and f"at most {most} images" in line
     assert not engine.exists()
+
+
+@pytest.mark.parametrize("layer, chw, most", [
+    ('type: "ROIPooling" roi_pooling_param { pooled_h: 2 pooled_w: 2 }', "256x128x128", 7),
+    (('type: "PSROIPooling" psroi_pooling_param { spatial_scale: 1 output_dim: 21 '
+      'group_size: 7 }'), "1029x200x200", 51),
+])
+def test_a_table_past_int32_indices_at_the_profile_max_is_refused(tmp_path, layer, chw, most):
+    """With a dynamic batch the network's N is -1: the table is checked at the profile's MAX
+    (here 64 images), the most the engine takes, before any engine is built; a MAX within the
+    limit builds (the network at OPT, one image)."""
+    pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
+    net = tmp_path / "roi.prototxt"
+    dims = " ".join(f"dim: {d}" for d in chw.split("x"))
+    net.write_text('layer { name: "input" type: "Input" top: "features" top: "rois" input_param '
+                   f'{{ shape {{ dim: 1 {dims} }} shape {{ dim: 6 dim: 5 }} }} }}\n'
+                   f'layer {{ name: "pool" {layer} bottom: "features" bottom: "rois" '
+                   'top: "pooled" }\n')
+    weights = tmp_path / "roi.caffemodel"  # no blobs: nothing is run
+    written = run_cli("weights", "init", net, "-o", weights)
+    assert written.returncode == 0, written.stderr
+    engine = tmp_path / "roi.engine"
+    ranges = f"features:1x{chw}:1x{chw}:64x{chw}"
+    line = assert_one_error_line(run_cli("convert", net, "-w", weights, "-o", engine,
+                                         "--shape", ranges),
+                                 "past its INT32 indices")
+    assert "(64 image(s) · C " in line and f"at most {most} images" in line, line
+    assert not engine.exists()
+    within = f"features:1x{chw}:1x{chw}:{most}x{chw}"
+    built = run_cli("convert", net, "-w", weights, "-o", engine, "--shape", within)
+    assert built.returncode == 0 and engine.exists(), built.stderr

@@ -96,6 +96,11 @@ class TensorRTContext(Protocol):
         """The FLOAT network input a HALF ``tensor`` was cast from, else ``tensor``."""
         ...
 
+    def largest_shape(self, value: Value) -> Shape:
+        """The shape the graph's ``value`` takes at the profile's MAX sizes (a limit of
+        TensorRT's is checked there); its shape when no input is dynamic."""
+        ...
+
     def constant(self, array: np.ndarray, suffix: str = "const") -> Any:
         """A constant tensor; float arrays take the network's float type."""
         ...

@@ -70,8 +70,8 @@ def fixed_chw(node: Node, x, what: str) -> tuple[int, int, int]:
 def check_int32_reads(node: Node, batch: int, dims: tuple[int, ...], table: str,
                       names: tuple[str, ...]) -> None:
     """A TensorRT form gathers from its ``table`` (per image ``dims``, called ``names``)
-    flattened, at INT32 indices: its N·∏dims elements must stay below 2³¹ (a dynamic N, -1:
-    one image's must)."""
+    flattened, at INT32 indices: its N·∏dims elements must stay below 2³¹ (N: the most images
+    the engine takes, the profile's MAX; -1, unknown: one image's must)."""
     per_image, images, most = math.prod(dims), max(batch, 1), np.iinfo(np.int32).max
     if images * per_image <= most:
         return
@@ -121,7 +121,7 @@ class PSROIPooling(Op):
     limits = ("rois hold in-range batch indices; TensorRT and ONNX sum bins from a float32 "
               "integral image (rounding grows with the map's size) and need C, H, W fixed; "
               "TensorRT reads it at INT32 indices (N·C·(H + 1)·(W + 1) under 2³¹: checked at "
-              "build for a fixed N, for one image with a dynamic N)")
+              "build at the N the engine takes most, the profile's MAX with a dynamic N)")
 
     @staticmethod
     def parse(ctx, p):
@@ -164,8 +164,9 @@ class PSROIPooling(Op):
     @staticmethod
     def tensorrt(ctx, node: Node, x, rois):
         channels, height, width = fixed_chw(node, x, "score maps")
-        check_int32_reads(node, x.shape[0], (channels, height + 1, width + 1),
-                          "integral image", ("C", "H + 1", "W + 1"))
+        check_int32_reads(node, ctx.largest_shape(node.inputs[0])[0],
+                          (channels, height + 1, width + 1), "integral image",
+                          ("C", "H + 1", "W + 1"))
         return (_IntegralBins(_TrtOps(ctx), node, (channels, height, width)).pool(x, rois),)
 
     @staticmethod
@@ -224,8 +225,9 @@ class ROIPooling(Op):
               "Forward_cpu; onnxruntime's MaxRoiPool computes the same)")
     limits = ("rois hold in-range batch indices; the TensorRT form needs C, H, W fixed, keeps "
               "a max table of N·C·H·W·(⌊log₂H⌋ + 1)(⌊log₂W⌋ + 1) floats, read at INT32 indices "
-              "(under 2³¹ elements: checked at build for a fixed N, for one image with a dynamic "
-              "N), and takes NaN features into the max where the fork skips them")
+              "(under 2³¹ elements: checked at build at the N the engine takes most, the "
+              "profile's MAX with a dynamic N), and takes NaN features into the max where the "
+              "fork skips them")
 
     @staticmethod
     def parse(ctx, p):
@@ -266,8 +268,9 @@ class ROIPooling(Op):
     def tensorrt(ctx, node: Node, x, rois):
         bins = _SparseTableBins(_TrtOps(ctx), node, fixed_chw(node, x, "features"))
         levels = bins.levels[0] * bins.levels[1]
-        check_int32_reads(node, x.shape[0], (bins.channels, levels, bins.height, bins.width),
-                          "max table", ("C", "levels", "H", "W"))
+        check_int32_reads(node, ctx.largest_shape(node.inputs[0])[0],
+                          (bins.channels, levels, bins.height, bins.width), "max table",
+                          ("C", "levels", "H", "W"))
         return (bins.pool(x, rois),)
 
     @staticmethod

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable, Mapping
 
+from caffe_lstm.analysis.profiles import shape_at_profile_sizes
 from caffe_lstm.backends.tensorrt.context import EmitContext
 from caffe_lstm.backends.tensorrt.emitter import emit_network
 from caffe_lstm.backends.tensorrt.runtime import LoadedRuntime, logger
 from caffe_lstm.errors import CaffeLstmError
-from caffe_lstm.ir.graph import Graph
+from caffe_lstm.ir.graph import Graph, Shape
 
 
 class EngineBuildError(CaffeLstmError):
@@ -45,9 +46,26 @@ def emit(runtime: LoadedRuntime, graph: Graph, options: BuildOptions
     builder, network = create_network(runtime, options.verbosity)
     errors = logger(runtime, options.verbosity).errors
     errors.clear()
-    ctx = EmitContext(runtime.trt, network, options.fp16, errors)
+    ctx = EmitContext(runtime.trt, network, options.fp16, errors,
+                      largest_shapes(graph, options.shapes))
     emit_network(ctx, graph, _dynamic_dims(options.shapes))
     return builder, network, ctx
+
+
+def largest_shapes(graph: Graph, shapes: Mapping[str, tuple[tuple[int, ...], ...]]
+                   ) -> dict[int, Shape]:
+    """Every value's shape at the MAX sizes of the profile ``shapes`` (input name -> (min,
+    opt, max)), by id of the value: the network's dims are -1 where the profile varies, and a
+    limit of TensorRT's (INT32 indices) holds only if it holds there. The graph is left shaped
+    at OPT. Empty without a profile."""
+    if not shapes:
+        return {}
+    largest: dict[int, Shape] = {}
+    for which in shape_at_profile_sizes(graph, shapes):
+        if which == "MAX":
+            largest = {id(value): value.shape for node in graph.all_nodes()
+                       for value in (*node.inputs, *node.outputs)}
+    return largest
 
 
 def build_engine(runtime: LoadedRuntime, graph: Graph, options: BuildOptions) -> bytes:

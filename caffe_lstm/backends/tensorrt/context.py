@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from caffe_lstm.ir.graph import Graph, Node
+from caffe_lstm.ir.graph import Graph, Node, Shape, Value
 from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op, refused_result
 from caffe_lstm.ops.plugins import built_fault, checked_results
@@ -27,13 +27,17 @@ class EmitContext(GraphWalker[Any]):
         fp16: compute in float16 (weights and activations), float32 otherwise.
         errors: the list TensorRT's logger appends its errors to (the reason of a refused
             layer); None: none are kept.
+        largest: the shapes of the graph's values at the profile's MAX sizes, by id of the
+            value (``largest_shapes``); empty without a profile.
     """
 
     facet = "tensorrt"
 
     def __init__(self, trt: Any, network: Any, fp16: bool = False,
-                 errors: list[str] | None = None) -> None:
+                 errors: list[str] | None = None, largest: dict[int, Shape] | None = None
+                 ) -> None:
         self.trt, self.network, self.fp16 = trt, network, fp16
+        self._largest = largest or {}
         self.errors = errors if errors is not None else []
         self.float_np = np.float16 if fp16 else np.float32
         self.float_trt = trt.DataType.HALF if fp16 else trt.DataType.FLOAT
@@ -44,6 +48,10 @@ class EmitContext(GraphWalker[Any]):
         self._names: set[str] = set()
         #: fp16: the name of each HALF tensor cast from a FLOAT network input -> that input.
         self.half_inputs: dict[str, Any] = {}
+
+    def largest_shape(self, value: Value) -> Shape:
+        """The shape ``value`` takes at the profile's MAX sizes; its shape without a profile."""
+        return self._largest.get(id(value), value.shape)
 
     def run_subgraph(self, graph: Graph, tensors: Sequence[Any]) -> list[Any]:
         """Emits ``graph`` (the net, or a loop body) on ``tensors`` for its inputs; returns its
