@@ -124,14 +124,27 @@ def shape_at_profile_sizes(graph: Graph, profiles: Mapping[str, Sequence[Sequenc
         ShapeError: a layer refuses one of the sizes (e.g. weights fix a feature dim); the
             message says which.
     """
-    for index, which in ((0, "MIN"), (2, "MAX"), (1, "OPT")):
-        for value in graph.inputs:
-            if value.name in profiles:
-                value.shape = tuple(profiles[value.name][index])
-        try:
-            follow_states(graph, profiles)
-        except ShapeError as exc:
-            raise ShapeError(f"at the shapes= {which} sizes: {exc.what}", exc.where,
-                             "keep dims that the layers or weights fix out of shapes= ranges"
-                             ) from None
+    for which in ("MIN", "MAX", "OPT"):
+        shape_at(graph, profiles, which)
         yield which
+
+
+#: Where each of a profile's sizes is in its (min, opt, max).
+_PROFILE_INDEX = {"MIN": 0, "OPT": 1, "MAX": 2}
+
+
+def shape_at(graph: Graph, profiles: Mapping[str, Sequence[Sequence[int]]], which: str) -> None:
+    """Shapes ``graph`` at the ``which`` ("MIN", "OPT" or "MAX") sizes of ``profiles``.
+
+    Raises:
+        ShapeError: a layer refuses those sizes; the message says which.
+    """
+    for value in graph.inputs:
+        if value.name in profiles:
+            value.shape = tuple(profiles[value.name][_PROFILE_INDEX[which]])
+    try:
+        follow_states(graph, profiles)
+    except ShapeError as exc:
+        raise ShapeError(f"at the shapes= {which} sizes: {exc.what}", exc.where,
+                         "keep dims that the layers or weights fix out of shapes= ranges"
+                         ) from None

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable, Mapping
 
-from caffe_lstm.analysis.profiles import shape_at_profile_sizes
+from caffe_lstm.analysis.profiles import shape_at
 from caffe_lstm.backends.tensorrt.context import EmitContext
 from caffe_lstm.backends.tensorrt.emitter import emit_network
 from caffe_lstm.backends.tensorrt.runtime import LoadedRuntime, logger
-from caffe_lstm.errors import CaffeLstmError
+from caffe_lstm.errors import CaffeLstmError, ShapeError
 from caffe_lstm.ir.graph import Graph, Shape
 
 
@@ -57,15 +57,19 @@ def largest_shapes(graph: Graph, shapes: Mapping[str, tuple[tuple[int, ...], ...
     """Every value's shape at the MAX sizes of the profile ``shapes`` (input name -> (min,
     opt, max)), by id of the value: the network's dims are -1 where the profile varies, and a
     limit of TensorRT's (INT32 indices) holds only if it holds there. The graph is left shaped
-    at OPT. Empty without a profile."""
+    at OPT. Empty without a profile, and for one that a layer refuses at MAX: the API's
+    ``checked_profiles`` refuses such a profile before any build, and the facets then see the
+    network's own dims (the refusal of a caller that skipped it comes from them)."""
     if not shapes:
         return {}
-    largest: dict[int, Shape] = {}
-    for which in shape_at_profile_sizes(graph, shapes):
-        if which == "MAX":
-            largest = {id(value): value.shape for node in graph.all_nodes()
-                       for value in (*node.inputs, *node.outputs)}
-    return largest
+    try:
+        shape_at(graph, shapes, "MAX")
+        return {id(value): value.shape for node in graph.all_nodes()
+                for value in (*node.inputs, *node.outputs)}
+    except ShapeError:
+        return {}
+    finally:
+        shape_at(graph, shapes, "OPT")
 
 
 def build_engine(runtime: LoadedRuntime, graph: Graph, options: BuildOptions) -> bytes:
