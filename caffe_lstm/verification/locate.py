@@ -82,7 +82,8 @@ def trace_numpy(graph: Graph, feeds: Mapping[str, np.ndarray], steps: bool = Tru
 
 
 def trace_tensorrt(prepared: Prepared, request: Request, steps: bool = True) -> Trace:
-    """The TensorRT network walk's tensors (float16 ones as float32)."""
+    """The TensorRT network walk's tensors (float16 ones as float32); ``steps``: each loop
+    step's too."""
     from caffe_lstm.backends.tensorrt.cpu_walk import evaluate_emitted
     from caffe_lstm.backends.tensorrt.runtime import load_runtime
 
@@ -131,12 +132,8 @@ TRACERS: dict[str, Callable[[Prepared, Request, bool], Trace]] = {
 
 def locate_columns(prepared: Prepared, request: Request, columns: list[Column]) -> None:
     """Sets ``located`` (or ``unlocated``: why not) on each failing column."""
-    step_bytes = 2 * step_value_bytes(prepared.rewritten)  # the candidate's and the reference's
-    steps = step_bytes <= STEP_VALUE_BYTES
-    note = "" if steps else (
-        f"inside the loops only the recurrent layer's output is searched: every step's values "
-        f"would take {format_size(step_bytes)} (more than {format_size(STEP_VALUE_BYTES)}; "
-        f"a shorter sequence searches the steps)")
+    note = _steps_unsearched(prepared.rewritten)
+    steps = not note
     equations = prepared.reference(intermediate=True)
     rewritten = trace_numpy(prepared.rewritten, prepared.feeds, steps)
     for column in columns:
@@ -155,6 +152,17 @@ def locate_columns(prepared: Prepared, request: Request, columns: list[Column]) 
         if column.located is None:
             column.unlocated = ("every intermediate value compared agrees within the "
                                 "tolerance; only the outputs differ")
+
+
+def _steps_unsearched(graph: Graph) -> str:
+    """Why the loops' steps are not searched, or "" when they are: their values, kept for the
+    candidate and for the reference, would pass ``STEP_VALUE_BYTES``."""
+    size = 2 * step_value_bytes(graph)
+    if size <= STEP_VALUE_BYTES:
+        return ""
+    return (f"inside the loops only the recurrent layer's output is searched: every step's "
+            f"values would take {format_size(size)} (more than {format_size(STEP_VALUE_BYTES)}; "
+            f"a shorter sequence searches the steps)")
 
 
 @dataclass

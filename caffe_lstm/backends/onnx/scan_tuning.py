@@ -95,8 +95,8 @@ def tune_scans(onnx: Any, nodes: list[Any], initializers: list[Any],
 def _biases_into_projections(onnx: Any, nodes: list[Any], weight_ranks: dict[str, int],
                              outputs: set[str]) -> None:
     """Each sequence a Scan scans that is x · W + b (a MatMul by a 2-D weight, then an Add of
-    a 1-D one: an LSTM's input projection of all steps at once) becomes one MatMul of x with a
-    column of ones appended by the bias appended to W as one more row: [x, 1] · [W; b]. The
+    a 1-D one: an LSTM's input projection of all steps at once) becomes one MatMul: x with a
+    column of ones appended, times W with b appended as one more row, [x, 1] · [W; b]. The
     same sums, b joining the product's accumulator (the last bits may differ). onnxruntime
     adds a broadcast bias in a pass of its own over the (T, N, 4H) product: 2-3 ms per layer
     on the 2-layer net of benchmarks/cpu_runtimes.py, where the column of ones costs a copy
