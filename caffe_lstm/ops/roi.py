@@ -67,11 +67,13 @@ def fixed_chw(node: Node, x, what: str) -> tuple[int, int, int]:
     return tuple(x.shape[1:])
 
 
-def check_int32_reads(node: Node, batch: int, dims: tuple[int, ...], table: str,
+def check_int32_reads(ctx, node: Node, dims: tuple[int, ...], table: str,
                       names: tuple[str, ...]) -> None:
     """A TensorRT form gathers from its ``table`` (per image ``dims``, called ``names``)
     flattened, at INT32 indices: its N·∏dims elements must stay below 2³¹ (N: the most images
-    the engine takes, the profile's MAX; -1, unknown: one image's must)."""
+    the engine takes, its first bottom's at the profile's MAX; -1, unknown: one image's
+    must)."""
+    batch = ctx.largest_shape(node.inputs[0])[0]
     per_image, images, most = math.prod(dims), max(batch, 1), np.iinfo(np.int32).max
     if images * per_image <= most:
         return
@@ -164,8 +166,7 @@ class PSROIPooling(Op):
     @staticmethod
     def tensorrt(ctx, node: Node, x, rois):
         channels, height, width = fixed_chw(node, x, "score maps")
-        check_int32_reads(node, ctx.largest_shape(node.inputs[0])[0],
-                          (channels, height + 1, width + 1), "integral image",
+        check_int32_reads(ctx, node, (channels, height + 1, width + 1), "integral image",
                           ("C", "H + 1", "W + 1"))
         return (_IntegralBins(_TrtOps(ctx), node, (channels, height, width)).pool(x, rois),)
 
@@ -268,9 +269,8 @@ class ROIPooling(Op):
     def tensorrt(ctx, node: Node, x, rois):
         bins = _SparseTableBins(_TrtOps(ctx), node, fixed_chw(node, x, "features"))
         levels = bins.levels[0] * bins.levels[1]
-        check_int32_reads(node, ctx.largest_shape(node.inputs[0])[0],
-                          (bins.channels, levels, bins.height, bins.width), "max table",
-                          ("C", "levels", "H", "W"))
+        check_int32_reads(ctx, node, (bins.channels, levels, bins.height, bins.width),
+                          "max table", ("C", "levels", "H", "W"))
         return (bins.pool(x, rois),)
 
     @staticmethod

@@ -160,14 +160,10 @@ def _weighted_product(add: Any, producers: dict[str, Any], readers: dict[str, li
 def _ones_column_product(onnx: Any, x: str, w: str, b: str, y: str) -> list[Any]:
     """Nodes computing y = [x, 1] · [w; b] for x (..., K), w (K, M), b (M): the ones are
     shaped from x's own shape, so any rank and any dims, known or not."""
-    make, constant = onnx.helper.make_node, onnx.numpy_helper.from_array
-
-    def ints(suffix: str, values: list[int]) -> Any:
-        return make("Constant", [], [f"{y}/{suffix}"],
-                    value=constant(_int64(values), f"{y}/{suffix}"))
-
+    make = onnx.helper.make_node
     one = onnx.helper.make_tensor(f"{y}/one", 1, [1], [1.0])  # 1 = TensorProto.FLOAT
-    return [ints("zero", [0]), ints("last", [-1]), ints("unit", [1]),
+    return [_int_constant(onnx, f"{y}/zero", [0]), _int_constant(onnx, f"{y}/last", [-1]),
+            _int_constant(onnx, f"{y}/unit", [1]),
             make("Shape", [x], [f"{y}/x_shape"]),
             make("Slice", [f"{y}/x_shape", f"{y}/zero", f"{y}/last"], [f"{y}/leading"]),
             make("Concat", [f"{y}/leading", f"{y}/unit"], [f"{y}/ones_shape"], axis=0),
@@ -387,9 +383,7 @@ def _cont_before_scan_only(onnx: Any, scan: Any, body: Any, index: int,
     _attribute(scan, "num_scan_inputs").i -= 1
     make, base = onnx.helper.make_node, f"{scan.output[0]}/cont"
     zero = f"{base}/zero"  # a scalar index: Gather drops the time axis
-    nodes = [make("Constant", [], [zero],
-                  value=onnx.numpy_helper.from_array(np.array(0, np.int64), zero)),
-             make("Gather", [first, zero], [f"{base}/0"], axis=0)]
+    nodes = [_int_constant(onnx, zero, 0), make("Gather", [first, zero], [f"{base}/0"], axis=0)]
     return nodes + _initial_states_conted(onnx, scan, base, states)
 
 
@@ -429,11 +423,9 @@ def _shifted_cont(onnx: Any, scan: Any, index: int, dtype: int, states: list[int
     1, and each initial state in ``states`` by its product with cont_0."""
     make, base, sequence = onnx.helper.make_node, f"{scan.output[0]}/cont", scan.input[index]
     one = onnx.helper.make_tensor(f"{base}/one", dtype, [1], [1])
-    constants = {f"{base}/{name}": _int64([value]) for name, value in
-                 (("zero", 0), ("first_end", 1), ("end", np.iinfo(np.int64).max))}
-    nodes = [make("Constant", [], [name], value=onnx.numpy_helper.from_array(array, name))
-             for name, array in constants.items()]
-    zero, first_end, end = constants
+    zero, first_end, end = (f"{base}/{name}" for name in ("zero", "first_end", "end"))
+    nodes = [_int_constant(onnx, name, [value]) for name, value in
+             ((zero, 0), (first_end, 1), (end, np.iinfo(np.int64).max))]
     nodes += [make("Slice", [sequence, zero, first_end, zero], [f"{base}/first"]),
               make("Slice", [sequence, first_end, end, zero], [f"{base}/rest"]),
               make("Shape", [f"{base}/first"], [f"{base}/step_shape"]),
@@ -571,8 +563,7 @@ def _unsqueeze_before_scan(onnx: Any, scan: Any, body: Any, constants: dict[str,
         outer = scan.input[index]
         shaped = f"{node.output[0]}/steps"
         axes_name = f"{shaped}/axes"
-        moved = onnx.numpy_helper.from_array(_int64([axis + 1 for axis in axes]), axes_name)
-        before += [onnx.helper.make_node("Constant", [], [axes_name], value=moved),
+        before += [_int_constant(onnx, axes_name, [axis + 1 for axis in axes]),
                    onnx.helper.make_node("Unsqueeze", [outer, axes_name], [shaped],
                                          name=f"{node.name or shaped}/before_scan")]
         scan.input[index] = shaped
@@ -769,8 +760,7 @@ def _squeezes(onnx: Any, scan: Any, body: Any) -> tuple[list[Any], list[Any]]:
 def _axis_op(onnx: Any, op_type: str, source: str, target: str, axis: int) -> list[Any]:
     """A Squeeze or Unsqueeze of one axis (axes an input: opset 13 and later)."""
     axes = f"{target}/axes"
-    return [onnx.helper.make_node("Constant", [], [axes],
-                                  value=onnx.numpy_helper.from_array(_int64([axis]), axes)),
+    return [_int_constant(onnx, axes, [axis]),
             onnx.helper.make_node(op_type, [source, axes], [target], name=target)]
 
 
@@ -791,9 +781,13 @@ def _constant_ints(onnx: Any, name: str, constants: dict[str, Any]) -> list[int]
 
 
 def _int64(values: list[int]) -> Any:
-    import numpy as np
-
     return np.array(values, dtype=np.int64)
+
+
+def _int_constant(onnx: Any, name: str, values: int | list[int]) -> Any:
+    """A ``Constant`` node of INT64 ``values`` called ``name`` (0-D for an int)."""
+    return onnx.helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(
+        np.array(values, dtype=np.int64), name))
 
 
 def _remove(field: Any, names: set[str]) -> None:
