@@ -32,10 +32,9 @@ whichever runtime comes next. A numpy product right before made the one step's `
 3 % slower and ``ort native`` 10 %; in a fixed order without pauses one runtime paid for its
 predecessor's threads every round (``ort scan`` after the hand numpy loop, torch after
 onnxruntime's). The best of the repeats is printed (the machine is shared: the best is the
-least disturbed). Each
-onnxruntime model has three sessions that the rounds take in turn (one session can be
-steadily slower than another of the same model). Every output
-is compared with the numpy executor's (max |difference| / max |value|). The roofline: the
+least disturbed). Each onnxruntime model has three sessions that the rounds take in turn (one
+session can be steadily slower than another of the same model). Every output is compared
+with the numpy executor's (max |difference| / max |value|). The roofline: the
 machine's measured rates (GFLOP/s) on the recurrent product's shape of ``x @ w.T`` and of
 ``(w @ x.T).T`` (the numpy executor's form for fewer than 128 rows), and the time all the
 shape's products would take at the better rate.
