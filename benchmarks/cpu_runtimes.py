@@ -32,12 +32,18 @@ whichever runtime comes next. A numpy product right before made the one step's `
 3 % slower and ``ort native`` 10 %; in a fixed order without pauses one runtime paid for its
 predecessor's threads every round (``ort scan`` after the hand numpy loop, torch after
 onnxruntime's). The best of the repeats is printed (the machine is shared: the best is the
-least disturbed). Each onnxruntime model has three sessions that the rounds take in turn (one
-session can be steadily slower than another of the same model). Every output is compared
-with the numpy executor's (max |difference| / max |value|). The roofline: the
-machine's measured rates (GFLOP/s) on the recurrent product's shape of ``x @ w.T`` and of
-``(w @ x.T).T`` (the numpy executor's form for fewer than 128 rows), and the time all the
-shape's products would take at the better rate.
+least disturbed), and each ratio twice: of the bests, and the median over the rounds of the
+ratio within a round (this host has slow phases of tens of seconds in which every runtime is
+1.3-1.35x slower; a best-of ratio can set one runtime's fast phase against another's slow
+one, while two runs of one round share theirs). The median is no cleaner where a runtime's
+own rounds spread more than the host's phases: torch's one step (T = 1) after the pause takes
+~4x its best in most rounds (13.8 vs 3.5 ms), its threads woken from sleep. Each onnxruntime
+model has three sessions that the rounds take in turn (one session can be steadily slower
+than another of the same model). Every output is compared with the numpy executor's
+(max |difference| / max |value|). The roofline: the machine's measured rates (GFLOP/s) on
+the recurrent product's shape of ``x @ w.T`` and of ``(w @ x.T).T`` (the numpy executor's
+form for fewer than 128 rows), and the time all the shape's products would take at the
+better rate.
 
 Printed ratios (the targets of issue 25): ``numpy / hand numpy`` (≤ 1.3 on 2-layer),
 ``ort scan / ort native`` (≤ 1.5 on long, ≤ 1.1 on the others), ``ort scan / torch`` (≤ 1.2),
@@ -179,6 +185,15 @@ def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int, thread
                         ("ort scan", "torch"), ("ort auto", "ort native"),
                         ("ort native", "torch")):
         print(f"{name}: {top} / {bottom} = {best[top] / best[bottom]:.3f}")
+        print(f"{name}: {top} / {bottom}, median of the rounds' = "
+              f"{paired_ratio(times[top][1:], times[bottom][1:]):.3f}")
+
+
+def paired_ratio(top: list[float], bottom: list[float]) -> float:
+    """The median over the rounds of top / bottom within each round. The host has slow phases
+    (every runtime 1.3-1.35x slower for tens of seconds): a best-of ratio then compares one
+    runtime's fast phase with another's slow one, where two runs a second apart share it."""
+    return float(np.median(np.array(top) / np.array(bottom)))
 
 
 def runners(net, blobs: list[list[np.ndarray]], x: np.ndarray, threads: int

@@ -34,6 +34,7 @@ EXPECTED = {
         rf"^long: ort scan / ort native = {RATIO}",
         rf"^one step: ort scan / torch = {RATIO}",
         rf"^long: ort auto / ort native = {RATIO}",
+        rf"^2-layer: ort scan / torch, median of the rounds' = {RATIO}",
     ],
     "build_vs_onnx_parser.py": [
         rf"^build time caffe-lstm / onnx parser = {RATIO}",
