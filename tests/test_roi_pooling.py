@@ -11,6 +11,8 @@ import re
 import numpy as np
 import pytest
 
+import caffe_lstm
+
 from tests.helpers import (
     assert_one_error_line,
     fast_rcnn_roi_pooling,
@@ -239,4 +241,39 @@ def test_a_table_past_int32_indices_at_the_profile_max_is_refused(tmp_path, laye
     assert not engine.exists()
     within = f"features:1x{chw}:1x{chw}:{most}x{chw}"
     built = run_cli("convert", net, "-w", weights, "-o", engine, "--shape", within)
+    assert built.returncode == 0 and engine.exists(), built.stderr
+
+
+def test_the_onnx_route_checks_the_integral_image_at_the_profile_max(tmp_path):
+    """TensorRT's ONNX parser reads the exported gathers' int64 indices as INT32 (shown by the
+    parsed network's gather layers): ``convert --via onnx`` refuses a MAX of 64 images whose
+    integral image passes 2³¹ − 1 elements, in the same line as our emitter's route, and
+    builds at the most that fit."""
+    pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT for RTX is not installed")
+    pytest.importorskip("onnx")
+    from caffe_lstm.backends.tensorrt.onnx_route import parse_onnx
+    from caffe_lstm.backends.tensorrt.runtime import load_runtime
+    net = tmp_path / "psroi.prototxt"
+    net.write_text('layer { name: "input" type: "Input" top: "features" top: "rois" input_param '
+                   '{ shape { dim: 1 dim: 1029 dim: 200 dim: 200 } shape { dim: 6 dim: 5 } } }\n'
+                   'layer { name: "pool" type: "PSROIPooling" bottom: "features" bottom: "rois" '
+                   'top: "pooled" psroi_pooling_param { spatial_scale: 1 output_dim: 21 '
+                   'group_size: 7 } }\n')
+    weights = tmp_path / "psroi.caffemodel"
+    assert run_cli("weights", "init", net, "-o", weights).returncode == 0
+    chw = "1029x200x200"
+    model = caffe_lstm.load(net, weights).export_onnx(None).model
+    _, network, _ = parse_onnx(load_runtime("tensorrt-rtx"), model)  # serialized
+    index_types = {str(layer.get_input(1).dtype) for layer in
+                   (network.get_layer(i) for i in range(network.num_layers))
+                   if str(layer.type).endswith("GATHER") and len(layer.get_input(0).shape) == 1}
+    assert index_types == {"DataType.INT32"}, index_types  # the flat table's reads
+    engine = tmp_path / "psroi.engine"
+    line = assert_one_error_line(
+        run_cli("convert", net, "-w", weights, "-o", engine, "--via", "onnx", "--shape",
+                f"features:1x{chw}:1x{chw}:64x{chw}"), "past its INT32 indices")
+    assert "layer 'pool' (PSROIPooling)" in line and "(64 image(s) · C 1029" in line, line
+    assert "at most 51 images" in line and not engine.exists(), line
+    built = run_cli("convert", net, "-w", weights, "-o", engine, "--via", "onnx", "--shape",
+                    f"features:1x{chw}:1x{chw}:51x{chw}")
     assert built.returncode == 0 and engine.exists(), built.stderr

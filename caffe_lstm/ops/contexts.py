@@ -154,16 +154,23 @@ class OnnxContext(Protocol):
     """The ONNX exporter, handed to ``onnx`` (``backends/onnx/context.py``).
 
     Attributes: ``onnx`` (the onnx module), ``opset`` (the default-domain opset),
-    ``keep_alive`` (arrays referenced by initializers until the model is written).
+    ``keep_alive`` (arrays referenced by initializers until the model is written),
+    ``int32_indices`` (TensorRT's ONNX parser reads the model: int64 indices become INT32).
     """
 
     onnx: Any
     opset: int
     keep_alive: list[np.ndarray]
+    int32_indices: bool
 
     def run_subgraph(self, graph: Graph, inputs: Sequence[Any], outputs: Sequence[Any],
                      name: str, input_order: Sequence[int] | None = None) -> Any:
         """Exports ``graph`` as a GraphProto (a Scan's body) and returns it."""
+        ...
+
+    def largest_shape(self, value: Value) -> Shape:
+        """The shape the graph's ``value`` takes at the profile's MAX sizes (a limit of
+        TensorRT's parser is checked there); its shape when no input is dynamic."""
         ...
 
     def unique(self, wanted: str) -> str:

@@ -122,8 +122,9 @@ class PSROIPooling(Op):
               "4bcfcd1 is the same forward)")
     limits = ("rois hold in-range batch indices; TensorRT and ONNX sum bins from a float32 "
               "integral image (rounding grows with the map's size) and need C, H, W fixed; "
-              "TensorRT reads it at INT32 indices (N·C·(H + 1)·(W + 1) under 2³¹: checked at "
-              "build at the N the engine takes most, the profile's MAX with a dynamic N)")
+              "TensorRT reads it at INT32 indices, through either route to an engine "
+              "(N·C·(H + 1)·(W + 1) under 2³¹: checked at build at the N the engine takes "
+              "most, the profile's MAX with a dynamic N)")
 
     @staticmethod
     def parse(ctx, p):
@@ -165,14 +166,22 @@ class PSROIPooling(Op):
 
     @staticmethod
     def tensorrt(ctx, node: Node, x, rois):
-        channels, height, width = fixed_chw(node, x, "score maps")
-        check_int32_reads(ctx, node, (channels, height + 1, width + 1), "integral image",
-                          ("C", "H + 1", "W + 1"))
-        return (_IntegralBins(_TrtOps(ctx), node, (channels, height, width)).pool(x, rois),)
+        chw = fixed_chw(node, x, "score maps")
+        _check_integral_image(ctx, node, chw)
+        return (_IntegralBins(_TrtOps(ctx), node, chw).pool(x, rois),)
 
     @staticmethod
     def onnx(ctx, node: Node, x: str, rois: str):
+        if ctx.int32_indices:  # TensorRT's parser reads the gathers' int64 indices as INT32
+            _check_integral_image(ctx, node, ctx.largest_shape(node.inputs[0])[1:])
         return (_IntegralBins(_OnnxOps(ctx), node, node.inputs[0].shape[1:]).pool(x, rois),)
+
+
+def _check_integral_image(ctx, node: Node, chw: tuple[int, ...]) -> None:
+    """The integral image (N, C, H + 1, W + 1) is read at INT32 indices: check_int32_reads."""
+    channels, height, width = chw
+    check_int32_reads(ctx, node, (channels, height + 1, width + 1), "integral image",
+                      ("C", "H + 1", "W + 1"))
 
 
 def c_round(ops, t):

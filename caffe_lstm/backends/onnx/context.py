@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from caffe_lstm.errors import CaffeLstmError
-from caffe_lstm.ir.graph import Graph, Node, Value
+from caffe_lstm.ir.graph import Graph, Node, Shape, Value
 from caffe_lstm.ir.walk import GraphWalker
 from caffe_lstm.ops import get_op
 from caffe_lstm.ops.plugins import built_fault, checked_results, wrong_result
@@ -55,6 +55,10 @@ def _static_dims(value: Value) -> tuple[Dim, ...]:
     return tuple(value.shape)
 
 
+def _static_shape(value: Value) -> Shape:
+    return value.shape
+
+
 class OnnxContext(GraphWalker[str]):
     """The state of one export (the onnx module, the opset, the graph being filled, names) and
     the walk calling each node's ``onnx`` facet; what travels along the edges are tensor names.
@@ -67,15 +71,21 @@ class OnnxContext(GraphWalker[str]):
         value_names: the names of the graph's IR values, which no initializer may take.
         stream_bytes: weights this large become main-graph initializers left out of the model
             (``streamed``: ``save_model`` writes them from their arrays); None: none are.
+        largest: the shape of an IR value at the profile's MAX sizes; default: its shape.
+        int32_indices: the model is for TensorRT's ONNX parser, which reads int64 indices as
+            INT32 (a facet gathering from a large table checks it against 2³¹).
     """
 
     facet = "onnx"
 
     def __init__(self, onnx: Any, opset: int,
                  value_dims: Callable[[Value], tuple[Dim, ...]] = _static_dims,
-                 value_names: Iterable[str] = (), stream_bytes: int | None = None) -> None:
+                 value_names: Iterable[str] = (), stream_bytes: int | None = None,
+                 largest: Callable[[Value], Shape] = _static_shape, int32_indices: bool = False
+                 ) -> None:
         self.onnx, self.opset = onnx, opset
         self.value_dims = value_dims
+        self._largest, self.int32_indices = largest, int32_indices
         self.stream_bytes = stream_bytes
         #: where nodes and initializers go (swapped while a subgraph is exported)
         self.parts = OnnxGraphParts()
@@ -90,6 +100,10 @@ class OnnxContext(GraphWalker[str]):
         self._taken = set(value_names)
         #: with ``stream_bytes``: the large weights, written by save_model from their arrays
         self.streamed: list[Streamed] = []
+
+    def largest_shape(self, value: Value) -> Shape:
+        """The shape ``value`` takes at the profile's MAX sizes; its shape without a profile."""
+        return self._largest(value)
 
     # ---- naming ------------------------------------------------------------------------------
 

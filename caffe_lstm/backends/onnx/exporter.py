@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import mmap
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,7 +27,7 @@ from caffe_lstm.backends.onnx.scan_tuning import tune_scans, weights_into_bodies
 from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts, Streamed
 from caffe_lstm.errors import CaffeLstmError, ModelLoadError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
-from caffe_lstm.ir.graph import Graph, Value
+from caffe_lstm.ir.graph import Graph, Shape, Value
 from caffe_lstm.ir.walk import Progress
 from caffe_lstm.ops import check_facet, get_op
 from caffe_lstm.options import DEFAULT_OPSET, Profile, check_opset
@@ -69,9 +69,14 @@ class DimTable:
     """The dims of every value of a graph (loop bodies included) as the model declares them."""
 
     dims: dict[int, tuple[Dim, ...]]
+    #: each value's shape at the profiles' MAX sizes (empty: every dim fixed)
+    largest: dict[int, Shape] = field(default_factory=dict)
 
     def of(self, value: Value) -> tuple[Dim, ...]:
         return self.dims[id(value)]
+
+    def largest_shape(self, value: Value) -> Shape:
+        return self.largest.get(id(value), value.shape)
 
     @staticmethod
     def static(graph: Graph) -> DimTable:
@@ -116,7 +121,7 @@ class DimTable:
                 for key, shapes in sizes.items()}
         for (key, axis), name in ambiguous.items():
             dims[key] = dims[key][:axis] + (name,) + dims[key][axis + 1:]
-        return DimTable(dims)
+        return DimTable(dims, {key: shapes[1] for key, shapes in sizes.items()})  # MIN, MAX, OPT
 
 
 def _dim(triple: tuple[int, ...], names: dict[tuple[int, ...], str | None]) -> Dim:
@@ -137,8 +142,8 @@ def _all_values(graph: Graph) -> list[Value]:
 
 def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
                 profiles: Mapping[str, Profile] | None = None, producer: str = "caffe-lstm",
-                stream: bool = False, progress: Progress | None = None
-                ) -> tuple[Any, list[Streamed]]:
+                stream: bool = False, progress: Progress | None = None,
+                int32_indices: bool = False) -> tuple[Any, list[Streamed]]:
     """The ONNX ModelProto of the rewritten ``graph``, and the weights left out of it.
 
     Without ``stream`` the model is complete (its initializers hold copies of the weights) and
@@ -146,6 +151,8 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     initializer of the main graph (loop bodies read it from the outer scope) that is NOT in
     the model: ``save_model`` writes its bytes straight from the (memory-mapped) array, so the
     weights are never copied into the protobuf. ``progress``: told of the layers done.
+    ``int32_indices``: the model is for TensorRT's ONNX parser, which reads int64 indices as
+    INT32; a layer gathering from a table past 2³¹ elements at the profile's MAX is refused.
 
     Raises:
         UnsupportedLayerError: layers with no ONNX form (all of them listed).
@@ -157,7 +164,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     table = DimTable.ranged(graph, dict(profiles or {}))
     values = _all_values(graph)
     ctx = OnnxContext(onnx, opset, table.of, {value.name for value in values},
-                      STREAM_BYTES if stream else None)
+                      STREAM_BYTES if stream else None, table.largest_shape, int32_indices)
     for value in values:  # the IR's names go to the tensors computing them, nothing else
         ctx.reserve(value.name)
     for node in graph.all_nodes():

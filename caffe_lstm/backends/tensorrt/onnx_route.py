@@ -58,8 +58,9 @@ def build_through_onnx(runtime: LoadedRuntime, graph: Graph, options: BuildOptio
                        opset: int) -> bytes:
     """The engine of the rewritten ``graph`` exported to ONNX (``opset``, the options' shape
     ranges as symbolic dims) and parsed by TensorRT; float32 only for now (the exported model
-    carries the precision, and it has no fp16 casts)."""
+    carries the precision, and it has no fp16 casts). The parser reads the model's int64
+    indices as INT32: the export checks the tables gathered from at the profile's MAX."""
     check_opset(opset)
     check_route(Route.ONNX, options.fp16)
-    model, _ = build_model(graph, opset, dict(options.shapes))
+    model, _ = build_model(graph, opset, dict(options.shapes), int32_indices=True)
     return build_from_onnx(runtime, model.SerializeToString(), options)
