@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pytest
 
+import caffe_lstm
 from caffe_lstm.frontend.prototxt import read_prototxt
 from tests.helpers import ROOT, assert_one_error_line, curve_text_convert
 
@@ -174,6 +175,50 @@ def test_deepdiary_caption_net_verifies_at_a_given_batch(invoke, tmp_path):
     result = invoke("verify", corpus2_path(name), "-w", weights, "--runtime", "tensorrt-rtx",
                     "--onnxruntime", *shapes, "--atol", "5e-5")
     assert result.exit_code == 0 and result.stdout.count(" ok\n") == 3, result.stdout
+
+
+@needs_corpus2
+def test_deepdiary_caption_net_exported_for_a_batch_range_runs_at_other_batches(invoke,
+                                                                                 tmp_path):
+    """CaptionInput's ONNX and TensorRT forms reshape with -1 for N (they baked OPT's N: the
+    model exported with a batch range failed at every other batch). The model exported for
+    batches 1-4 runs 4 images as numpy does, through the CLI; TensorRT's network for the same
+    range, evaluated at 4 images, too."""
+    pytest.importorskip("onnxruntime")
+    (name,) = [n for n in INSPECT if n.startswith("fanchenyou")]
+    net, weights, model = corpus2_path(name), tmp_path / "w.caffemodel", tmp_path / "m.onnx"
+    opt = ("--shape", "img:2x4096", "--shape", "sent:2x30")  # the data layer leaves N open
+    assert invoke("weights", "init", net, "-o", weights, *opt).exit_code == 0
+    result = invoke("export", net, "-w", weights, "-o", model, *opt, "--shape",
+                    "img:1x4096:2x4096:4x4096", "--shape", "sent:1x30:2x30:4x30")
+    assert result.exit_code == 0, result.stderr
+    rng = np.random.default_rng(5)
+    feeds = {"img": rng.normal(size=(4, 4096)).astype(np.float32),
+             "sent": rng.integers(-1, 4539, size=(4, 30)).astype(np.float32)}
+    np.savez(tmp_path / "in.npz", **feeds)
+    four = ("--shape", "img:4x4096", "--shape", "sent:4x30")
+    outputs = {}
+    for backend in ("numpy", "onnxruntime"):
+        extra = ("--onnx", model) if backend == "onnxruntime" else ()
+        result = invoke("run", net, "-w", weights, *four, "--inputs", tmp_path / "in.npz",
+                        "-o", tmp_path / f"{backend}.npz", "--backend", backend, *extra)
+        assert result.exit_code == 0, result.stderr
+        with np.load(tmp_path / f"{backend}.npz") as out:
+            outputs[backend] = out["ip2"]
+    assert outputs["numpy"].shape == (31 * 4, 4539)
+    # its 4539-word ip2 reads an LSTM of 30 steps: float32 differs by up to 2e-5 there
+    np.testing.assert_allclose(outputs["onnxruntime"], outputs["numpy"], atol=5e-5, rtol=0)
+    pytest.importorskip("tensorrt_rtx_bindings")
+    from caffe_lstm.backends.tensorrt.build import BuildOptions, emit
+    from caffe_lstm.backends.tensorrt.network_eval import evaluate_network
+    from caffe_lstm.backends.tensorrt.runtime import load_runtime
+    runtime = load_runtime("tensorrt-rtx")
+    graph = caffe_lstm.load(net, weights, shapes={"img": (2, 4096), "sent": (2, 30)}
+                            ).rewritten().graph
+    ranges = {"img": ((1, 4096), (2, 4096), (4, 4096)), "sent": ((1, 30), (2, 30), (4, 30))}
+    _, network, _ = emit(runtime, graph, BuildOptions(shapes=ranges))
+    got = evaluate_network(runtime.trt, network, feeds)
+    np.testing.assert_allclose(got["ip2"], outputs["numpy"], atol=5e-5, rtol=0)
 
 
 #: A Caffe Python layer standing in for Curve-Text-Detector's rpn.proposal_layer (its module is

@@ -14,7 +14,7 @@ import pytest
 
 from caffe_lstm.backends.numpy_exec import NumpyExecutor
 from caffe_lstm.frontend.loader import load_net
-from tests.helpers import run_cli, sample
+from tests.helpers import assert_one_error_line, run_cli, sample
 
 NET, WEIGHTS = sample("fork_vision")
 OUTPUTS = ("fit", "shrink", "st", "psroi", "repeat")
@@ -86,6 +86,40 @@ def test_tensorrt_network_at_dynamic_roi_counts_and_batches(tmp_path):
     assert got["psroi"].shape == (6, 2, 2, 2)
     for name in ("st", "psroi", "fit"):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("output, shapes, message", [
+    ("psroi", ("maps:2x8x4x6:2x8x5x6:2x8x6x6",),
+     "C, H or W of the score maps is not fixed in the ONNX export, layer 'psroi' (PSROIPooling)"),
+    ("fit", ("maps:2x8x5x4:2x8x5x6:2x8x5x9",),
+     "H or W of 'maps' is not fixed in the ONNX export, layer 'fit' (Interp)"),
+])
+def test_an_onnx_form_built_for_one_size_refuses_a_range_that_varies_it(tmp_path, output,
+                                                                         shapes, message):
+    """PSROIPooling's integral image and Interp's resize matrices are built for one H and W:
+    ``export --shape`` with H or W varying is one line and writes nothing (the model failed
+    in onnxruntime at every other size). A range over N exports, and runs at the MAX N as
+    numpy does."""
+    model = tmp_path / "m.onnx"
+    ranges = [arg for shape in shapes for arg in ("--shape", shape)]
+    assert_one_error_line(run_cli("export", NET, "-w", WEIGHTS, "-o", model, "--outputs",
+                                  output, *ranges), message)
+    assert not model.exists()
+    batches = ("--shape", "maps:1x8x5x6:2x8x5x6:3x8x5x6")
+    done = run_cli("export", NET, "-w", WEIGHTS, "-o", model, "--outputs", output, *batches)
+    assert done.returncode == 0, done.stderr
+    with np.load(fork_inputs(tmp_path / "all.npz", seed=4, batch=3)) as data:
+        np.savez(tmp_path / "in.npz", **{name: data[name] for name in ("maps", "rois")
+                                         if output == "psroi" or name == "maps"})
+    inputs, three = tmp_path / "in.npz", ("--shape", "maps:3x8x5x6")
+    for backend in ("numpy", "onnxruntime"):
+        extra = ("--onnx", model) if backend == "onnxruntime" else ()
+        done = run_cli("run", NET, "-w", WEIGHTS, "--outputs", output, *three, "--inputs",
+                       inputs, "-o", tmp_path / f"{backend}.npz", "--backend", backend, *extra)
+        assert done.returncode == 0, done.stderr
+    with np.load(tmp_path / "onnxruntime.npz") as got, np.load(tmp_path / "numpy.npz") as want:
+        assert want[output].shape[0] == 3
+        np.testing.assert_allclose(got[output], want[output], rtol=1e-5, atol=1e-5)
 
 
 BAD_LAYERS = {

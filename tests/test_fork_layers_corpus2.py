@@ -15,7 +15,8 @@ import pytest
 from caffe_lstm.errors import ShapeError
 from tests.helpers import (assert_one_error_line, charleen_transpose, curve_text_convert,
                            deepdiary_caption_input, jolibrain_continuation_indicator,
-                           junhyukoh_lstm, rand, run_cli, run_op, synthetic_files, torch_lstm)
+                           junhyukoh_lstm, rand, run_cli, run_onnx_facet, run_op,
+                           synthetic_files, torch_lstm)
 
 RNG = np.random.default_rng(22)
 
@@ -144,6 +145,48 @@ def test_caption_input_equals_the_fork(batch, image, hidden, vocabulary, sequenc
                      [img, sent], blobs)
     want = deepdiary_caption_input(img, sent, *blobs, sequence_len)
     np.testing.assert_allclose(rows, want, rtol=1e-6, atol=1e-6)
+
+
+def test_convert_with_a_varying_width_is_one_line_on_both_routes(tmp_path):
+    """Curve-Text-Detector's Convert reshapes to its bottom's D and W: an engine or a model
+    whose W varies is refused in one line (both baked the W they were built at); S may vary."""
+    pytest.importorskip("tensorrt_rtx_bindings")
+    net, weights = synthetic_files(tmp_path, (
+        'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 '
+        'dim: 1 dim: 5 } } }\n'
+        'layer { name: "conv" type: "Convert" bottom: "x" top: "seq" top: "cont" }\n'))
+    out = tmp_path / "out"
+    for command, message in (("convert", "dynamic (-1) in the TensorRT network"),
+                             ("export", "is not fixed in the ONNX export")):
+        line = assert_one_error_line(run_cli(command, net, "-w", weights, "-o", out, "--shape",
+                                             "x:2x3x1x4:2x3x1x5:2x3x1x6"), message)
+        assert "an axis after the first" in line and "layer 'conv' (Convert)" in line, line
+        assert not out.exists()
+        built = run_cli(command, net, "-w", weights, "-o", out, "--shape",
+                        "x:1x3x1x5:2x3x1x5:4x3x1x5")
+        assert built.returncode == 0 and out.exists(), built.stderr
+        out.unlink()
+
+
+@pytest.mark.parametrize("op_type, attrs, shape, axis, what", [
+    ("Convert", {}, (3, 4, 1, 5), 3, "an axis after the first"),
+    ("Transpose", grid("LSTMINPUT"), (2, 3, 4, 5), 2, "C, H or W"),
+    ("Transpose", grid("LSTMOUTPUT", batch_size=2, height=3), (24, 3), 0, "the rows R"),
+    ("Transpose", grid("GRIDLSTM", height=5), (30, 16), 0, "the rows R"),
+    ("Repeat", {"num_repeats": 2, "axis": 1}, (4, 2, 3), 2, "an axis after the first"),
+])
+def test_onnx_forms_built_for_one_size_refuse_a_symbolic_dim(op_type, attrs, shape, axis,
+                                                              what):
+    """A form that reshapes to its bottom's dims or gathers by a table of them is one line
+    naming the layer when the export leaves one of those dims symbolic, not a model that
+    fails (or reads the wrong rows) at other sizes."""
+    x = rand(*shape, rng=RNG)
+    weights = [rand(12, 6, rng=RNG)] if op_type == "Repeat" else []  # (N·K, K), K = 2·3
+    tops = 2 if op_type == "Convert" else 1
+    with pytest.raises(ShapeError, match=f"{re.escape(what)}.* is not fixed in the ONNX export"):
+        run_onnx_facet(op_type, attrs, [x], weights, n_tops=tops, dynamic=[(0, axis)])
+    run_onnx_facet(op_type, attrs, [x], weights, n_tops=tops, dynamic=[(0, 0)] * (
+        op_type != "Transpose" or attrs["transposetype"] == "LSTMINPUT"))
 
 
 # ---- all of them in one net: numpy, the TensorRT walk and onnxruntime agree ----------------------

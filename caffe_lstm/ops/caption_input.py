@@ -66,15 +66,16 @@ class CaptionInput(Op):
     @staticmethod
     def tensorrt(ctx, node: Node, img, sent, w_e, b_e, w_s):
         trt, network = ctx.trt, ctx.network
-        batch, steps = _sizes(node, node.inputs[0].shape, node.inputs[1].shape)
+        # the batch is -1 (the image_size and sequence_len are fixed): any N the profile takes
+        _, steps = _sizes(node, node.inputs[0].shape, node.inputs[1].shape)
         hidden, none = node.attrs["hidden_size"], trt.MatrixOperation.NONE
-        flat = ctx.reshape(img, [batch, -1], "img")
+        flat = ctx.reshape(img, [-1, node.attrs["image_size"]], "img")
         image = ctx.out(network.add_matrix_multiply(flat, none, ctx.constant(w_e.T, "We"), none),
                         "image")
         image = ctx.out(network.add_elementwise(image, ctx.constant(b_e[None], "be"),
                                                 trt.ElementWiseOperation.SUM), "image_bias")
         # ids (T − 1, N), truncated toward zero; rows of Ws where id ≥ 0, zeros elsewhere
-        ids = ctx.transpose(ctx.reshape(ctx.float32_source(sent), [batch, steps - 1], "ids"),
+        ids = ctx.transpose(ctx.reshape(ctx.float32_source(sent), [-1, steps - 1], "ids"),
                             (1, 0), "ids_t")
         unary, elementwise = trt.UnaryOperation, trt.ElementWiseOperation
         trunc = ctx.out(network.add_elementwise(
@@ -97,15 +98,16 @@ class CaptionInput(Op):
 
     @staticmethod
     def onnx(ctx, node: Node, img, sent, w_e, b_e, w_s):
-        batch, steps = _sizes(node, node.inputs[0].shape, node.inputs[1].shape)
+        # the batch is -1 (the image_size and sequence_len are fixed): any N the model takes
+        _, steps = _sizes(node, node.inputs[0].shape, node.inputs[1].shape)
         hidden = node.attrs["hidden_size"]
-        flat = ctx.add("Reshape", [img, ctx.ints([batch, -1], "img")], suffix="img")[0]
+        flat = ctx.add("Reshape", [img, ctx.ints([-1, node.attrs["image_size"]], "img")],
+                       suffix="img")[0]
         w_e_t = ctx.add("Transpose", [w_e], suffix="We_t", perm=[1, 0])[0]
         image = ctx.add("Add", [ctx.add("MatMul", [flat, w_e_t], suffix="image")[0], b_e],
                         suffix="image_bias")[0]
-        ids = ctx.add("Transpose", [ctx.add("Reshape", [sent, ctx.ints([batch, steps - 1],
-                                                                       "ids")], suffix="ids")[0]],
-                      suffix="ids_t", perm=[1, 0])[0]
+        ids = ctx.add("Transpose", [ctx.add("Reshape", [sent, ctx.ints([-1, steps - 1], "ids")],
+                                            suffix="ids")[0]], suffix="ids_t", perm=[1, 0])[0]
         # trunc(x) = sign(x) · floor(|x|), as the fork's int(); rows of Ws where it is ≥ 0
         floor = ctx.add("Floor", [ctx.add("Abs", [ids], suffix="abs")[0]], suffix="floor")[0]
         trunc = ctx.add("Mul", [ctx.add("Sign", [ids], suffix="sign")[0], floor],

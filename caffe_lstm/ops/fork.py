@@ -10,7 +10,8 @@ import numpy as np
 from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Node, Shape
 from caffe_lstm.ops import grid_transpose
-from caffe_lstm.ops.registry import Op, canonical_axis, count, register_op, shape_error
+from caffe_lstm.ops.registry import (Op, canonical_axis, count, onnx_fixed_dims, register_op,
+                                     shape_error)
 
 
 def _check_permutation(node: Node, order: list[int], rank: int, field: str) -> None:
@@ -81,7 +82,9 @@ class Transpose(Op):
     origin = ("caffe_ocr, senlinuc/caffe_ocr@81642f6 (also tianzhi0549/CTPN@f77ec9e); "
               "transposetype: Charleen777/caffecode@bd3648c (transpose_layer.cpp)")
     limits = ("transposetype GRIDLSTMSUM is refused (no public net uses it); GRIDLSTM needs "
-              "local_connected_num 8 (the fork's CHECK) and channels divisible by 8")
+              "local_connected_num 8 (the fork's CHECK) and channels divisible by 8; TensorRT "
+              "and ONNX need LSTMINPUT's C, H and W, and the other modes' rows and channels, "
+              "fixed")
     param = "transpose_param"
 
     @staticmethod
@@ -280,6 +283,7 @@ class Convert(Op):
 
     type = "Convert"
     origin = "Yuliang-Liu/Curve-Text-Detector@2126a66 (caffe/src/caffe/layers/convert_layer.cpp)"
+    limits = "TensorRT and ONNX need every bottom axis but the first (S) fixed"
     n_tops = (2, 2)  # Forward_cpu writes the cont top whatever the net declares
 
     @staticmethod
@@ -294,12 +298,18 @@ class Convert(Op):
 
     @staticmethod
     def tensorrt(ctx, node: Node, x):
+        if min(x.shape[1:]) < 0:
+            raise shape_error(node, "an axis after the first is dynamic (-1) in the TensorRT "
+                              "network", "give the input fixed dims after the first (D and W)")
         samples, dims, width = _convert_sizes(node, node.inputs[0].shape)
         rows = ctx.reshape(x, [-1, dims, width], "rows")
         return (ctx.transpose(rows, (2, 0, 1), ""), _trt_indicator(ctx, width, x, 0, "cont"))
 
     @staticmethod
     def onnx(ctx, node: Node, x: str):
+        onnx_fixed_dims(ctx, node, node.inputs[0], range(1, len(node.inputs[0].shape)),
+                        "an axis after the first", "give the input fixed dims after the first "
+                        "(D and W)")
         samples, dims, width = _convert_sizes(node, node.inputs[0].shape)
         rows = ctx.add("Reshape", [x, ctx.ints([-1, dims, width], "rows")], suffix="rows")[0]
         sequence = ctx.add("Transpose", [rows], perm=[2, 0, 1])[0]

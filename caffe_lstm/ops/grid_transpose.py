@@ -23,7 +23,7 @@ import numpy as np
 
 from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Node, Shape
-from caffe_lstm.ops.registry import count, shape_error
+from caffe_lstm.ops.registry import count, onnx_fixed_dims, shape_error
 
 #: The fork's GRIDLSTM neighbourhood (local_connected_num must be 8).
 NEIGHBOURS = 8
@@ -110,6 +110,18 @@ def _grid_sizes(node: Node, x: Shape) -> tuple[int, int, int, int]:
 
 # ---- facets ----------------------------------------------------------------------------------
 
+#: What the TensorRT and ONNX forms bake in (by "is LSTMINPUT"): its reshapes and the GRIDLSTM
+#: index are built for one size of these axes.
+_FIXED = {True: ("C, H or W", "give the maps fixed channels, height and width"),
+          False: ("the rows R or the channels C", "give the rows a fixed count and width")}
+
+
+def _built_for_one_size(node: Node, axes: Any) -> Any:
+    """The items of ``axes`` (a shape or the axis numbers) a mode's forms fix: every axis after
+    the first for LSTMINPUT, the first two (R, C) for the modes that read rows."""
+    return axes[1:] if node.attrs["transposetype"] == "LSTMINPUT" else axes[:2]
+
+
 
 def numpy(node: Node, x: np.ndarray) -> np.ndarray:
     kind = node.attrs["transposetype"]
@@ -129,6 +141,9 @@ def numpy(node: Node, x: np.ndarray) -> np.ndarray:
 
 def tensorrt(ctx: Any, node: Node, x: Any) -> Any:
     kind = node.attrs["transposetype"]
+    if min(_built_for_one_size(node, tuple(x.shape)), default=0) < 0:
+        raise shape_error(node, f"{_FIXED[kind == 'LSTMINPUT'][0]} is dynamic (-1) in the "
+                          "TensorRT network", _FIXED[kind == "LSTMINPUT"][1])
     if kind == "LSTMINPUT":
         _, channels, height, width = _legacy(node, node.inputs[0].shape)
         per_image = ctx.reshape(x, [-1, channels, height * width], "images")
@@ -151,6 +166,9 @@ def tensorrt(ctx: Any, node: Node, x: Any) -> Any:
 
 def onnx(ctx: Any, node: Node, x: str) -> str:
     kind = node.attrs["transposetype"]
+    value = node.inputs[0]
+    onnx_fixed_dims(ctx, node, value, _built_for_one_size(node, range(len(value.shape))),
+                    *_FIXED[kind == "LSTMINPUT"])
     if kind == "LSTMINPUT":
         _, channels, height, width = _legacy(node, node.inputs[0].shape)
         per_image = ctx.add("Reshape", [x, ctx.ints([-1, channels, height * width], "images")],

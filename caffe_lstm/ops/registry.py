@@ -27,7 +27,7 @@ declares (``claimed_facets``), and ``register_op`` refuses a class that lacks on
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -361,3 +361,14 @@ def count(shape: Shape, start: int = 0, end: int | None = None) -> int:
 def shape_error(node: Node, what: str, hint: str = "") -> ShapeError:
     """A ShapeError located at ``node``."""
     return ShapeError(what, node.label, hint)
+
+
+def onnx_fixed_dims(ctx: OnnxContext, node: Node, value: Value, axes: Sequence[int], what: str,
+                    hint: str) -> tuple[int, ...]:
+    """Dims ``axes`` of ``value`` for an ONNX form built for one size of them (a reshape to
+    them, a constant table of them), refused in one line where the export's shape ranges
+    make one of them vary: the model would fail or compute wrong sizes at other sizes."""
+    dims = tuple(ctx.static_dim(value, axis) for axis in axes)
+    if None in dims:
+        raise shape_error(node, f"{what} is not fixed in the ONNX export", hint)
+    return dims

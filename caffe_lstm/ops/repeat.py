@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from caffe_lstm.ir.graph import Node, Shape
-from caffe_lstm.ops.registry import Op, canonical_axis, count, register_op, shape_error
+from caffe_lstm.ops.registry import (Op, canonical_axis, count, onnx_fixed_dims, register_op,
+                                     shape_error)
 
 
 def _sizes(node: Node, x: Shape) -> tuple[int, int, int]:
@@ -71,6 +72,8 @@ class Repeat(Op):
 
     @staticmethod
     def onnx(ctx, node: Node, x: str, w: str):
+        onnx_fixed_dims(ctx, node, node.inputs[0], range(1, len(node.inputs[0].shape)),
+                        "an axis after the first", "give the input fixed dims after the first")
         _, k, _ = _sizes(node, node.inputs[0].shape)
         flat = ctx.add("Reshape", [x, ctx.ints([-1, k], "flat_shape")], suffix="flatten")[0]
         w_t = ctx.add("Transpose", [w], suffix="weight_t", perm=[1, 0])[0]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from caffe_lstm.ir.graph import Node, Shape
-from caffe_lstm.ops.registry import Op, count, register_op, shape_error
+from caffe_lstm.ops.registry import Op, count, onnx_fixed_dims, register_op, shape_error
 
 # ---- Interp (DeepLab v2) ----------------------------------------------------------------------
 
@@ -148,6 +148,9 @@ class Interp(Op):
 
     @staticmethod
     def onnx(ctx, node: Node, x: str, ref: str | None = None):
+        for value in (node.inputs[0], node.outputs[0]):  # the matrices are built for both sizes
+            onnx_fixed_dims(ctx, node, value, (2, 3), f"H or W of '{value.name}'",
+                            "give the input (and a size bottom) a fixed height and width")
         rows, cols_t = _interp_matrices(node, *_bottom_shapes(node))
         tall = ctx.add("MatMul", [ctx.constant(rows, "rows"), x], suffix="resize_rows")[0]
         return (ctx.add("MatMul", [tall, ctx.constant(cols_t, "columns")])[0],)
@@ -313,7 +316,9 @@ class SpatialTransformer(Op):
     def onnx(ctx, node: Node, u: str, theta: str):
         ctx.require_opset(16, "SpatialTransformer (GridSample)")
         select, const, k = _theta_selection(node)
-        out_h, out_w = node.outputs[0].shape[2:]
+        out_h, out_w = onnx_fixed_dims(  # the sampling grid is a constant of this size
+            ctx, node, node.outputs[0], (2, 3), "the output's height or width",
+            "set st_param output_H and output_W, or give the input a fixed height and width")
         free = ctx.add("Reshape", [theta, ctx.ints([0, k], "theta_shape")], suffix="theta")[0]
         picked = ctx.add("MatMul", [free, ctx.constant(select, "select")],
                          suffix="theta_select")[0]

@@ -17,7 +17,7 @@ import numpy as np
 
 from caffe_lstm.errors import ExecutionError
 from caffe_lstm.ir.graph import Node, Shape
-from caffe_lstm.ops.registry import Op, count, register_op, shape_error
+from caffe_lstm.ops.registry import Op, count, onnx_fixed_dims, register_op, shape_error
 
 #: R-FCN's floor for a roi's width and height after scaling ("force too small ROIs to be 1x1").
 MIN_ROI_SIZE = np.float32(0.1)
@@ -172,9 +172,11 @@ class PSROIPooling(Op):
 
     @staticmethod
     def onnx(ctx, node: Node, x: str, rois: str):
+        chw = onnx_fixed_dims(ctx, node, node.inputs[0], (1, 2, 3), "C, H or W of the score maps",
+                              "give the score maps fixed channels, height and width")
         if ctx.int32_indices:  # TensorRT's parser reads the gathers' int64 indices as INT32
-            _check_integral_image(ctx, node, ctx.largest_shape(node.inputs[0])[1:])
-        return (_IntegralBins(_OnnxOps(ctx), node, node.inputs[0].shape[1:]).pool(x, rois),)
+            _check_integral_image(ctx, node, chw)
+        return (_IntegralBins(_OnnxOps(ctx), node, chw).pool(x, rois),)
 
 
 def _check_integral_image(ctx, node: Node, chw: tuple[int, ...]) -> None:
