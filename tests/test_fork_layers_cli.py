@@ -122,6 +122,29 @@ def test_an_onnx_form_built_for_one_size_refuses_a_range_that_varies_it(tmp_path
         np.testing.assert_allclose(got[output], want[output], rtol=1e-5, atol=1e-5)
 
 
+def test_a_spatial_transformer_whose_output_follows_a_varying_input_is_one_line(tmp_path):
+    """Without output_H and output_W the output takes the input's H and W: its sampling grid is
+    a constant built for one size, so an export whose H varies is refused (its model would
+    have sampled OPT's grid at every size); with output_H and output_W set, it exports."""
+    layer = ('layer {{ name: "in" type: "Input" top: "maps" top: "theta" input_param {{ '
+             'shape {{ dim: 2 dim: 3 dim: 5 dim: 6 }} shape {{ dim: 2 dim: 2 }} }} }}\n'
+             'layer {{ name: "st" type: "SpatialTransformer" bottom: "maps" bottom: "theta" '
+             'top: "st" st_param {{ {out}theta_1_1: 0.9 theta_1_2: 0.1 theta_2_1: -0.2 '
+             'theta_2_2: 1.1 }} }}\n')
+    model, ranges = tmp_path / "m.onnx", ("--shape", "maps:2x3x4x6:2x3x5x6:2x3x7x6")
+    for out, refused in (("", True), ("output_H: 4 output_W: 3 ", False)):
+        net, weights = tmp_path / "st.prototxt", tmp_path / "st.caffemodel"
+        net.write_text(layer.format(out=out))
+        assert run_cli("weights", "init", net, "-o", weights).returncode == 0  # no blobs
+        done = run_cli("export", net, "-w", weights, "-o", model, *ranges)
+        if refused:
+            assert_one_error_line(done, "the output's height or width is not fixed in the ONNX "
+                                  "export, layer 'st' (SpatialTransformer)")
+            assert not model.exists()
+        else:
+            assert done.returncode == 0 and model.exists(), done.stderr
+
+
 BAD_LAYERS = {
     "pad": ('type: "Interp" bottom: "maps" interp_param { zoom_factor: 2 pad_beg: 1 }',
             "pad_beg 1 and pad_end 0 must be ≤ 0"),
