@@ -113,10 +113,14 @@ def _static_shapes(ctx: click.Context, param: click.Parameter, values: tuple[str
 
 def _shapes_and_ranges(ctx: click.Context, param: click.Parameter,
                        values: tuple[str, ...]) -> dict[str, Profile]:
-    """The ranges as {name: (min, opt, max)}; NAME:DIMS shapes go to ``load`` (static)."""
-    remember_static_shapes(ctx, dict(parse_static_shape(value) for value in values
-                                     if not _is_range(value)))
-    return dict(parse_shape(value) for value in values if _is_range(value))
+    """The ranges as {name: (min, opt, max)}; NAME:DIMS shapes go to ``load`` (static), and a
+    range shapes its input at OPT for ``load`` where no NAME:DIMS does (an input a data layer
+    leaves open needs no second --shape)."""
+    ranges = dict(parse_shape(value) for value in values if _is_range(value))
+    statics = dict(parse_static_shape(value) for value in values if not _is_range(value))
+    remember_static_shapes(ctx, {name: profile.opt for name, profile in ranges.items()}
+                           | statics)
+    return ranges
 
 
 def shape_option(ranges: str | None = None) -> Callable:
@@ -127,7 +131,8 @@ def shape_option(ranges: str | None = None) -> Callable:
         "--shape", "shapes" if ranges else "static_shapes", multiple=True,
         expose_value=ranges is not None, callback=_shapes_and_ranges if ranges else _static_shapes,
         metavar="NAME:MIN:OPT:MAX|NAME:DIMS" if ranges else "NAME:DIMS",
-        help=(ranges + " NAME:DIMS gives a static shape, e.g. one a data layer leaves open."
+        help=(ranges + " NAME:DIMS gives a static shape; a range also shapes an input a "
+              "data layer leaves open, at OPT."
               if ranges else "Shape a net input, e.g. data:10x3x227x227: one a data layer "
               "leaves open, or another shape than the prototxt's (repeatable)."))
 
