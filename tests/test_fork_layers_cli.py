@@ -145,6 +145,30 @@ def test_a_spatial_transformer_whose_output_follows_a_varying_input_is_one_line(
             assert done.returncode == 0 and model.exists(), done.stderr
 
 
+def test_an_interp_sized_by_a_varying_bottom_is_one_line_in_tensorrt(tmp_path):
+    """Interp's TensorRT form is two constant matrices: with its output size taken from a
+    second bottom whose H varies over the profile, ``convert`` is one line (the engine would
+    have resized to OPT's size at every size); with a zoom_factor that bottom does not size
+    the output, and the same profile builds."""
+    pytest.importorskip("tensorrt_rtx_bindings")
+    text = ('layer {{ name: "in" type: "Input" top: "maps" top: "ref" input_param {{ '
+            'shape {{ dim: 1 dim: 2 dim: 4 dim: 5 }} '
+            'shape {{ dim: 1 dim: 1 dim: 6 dim: 7 }} }} }}\n'
+            'layer {{ name: "resize" type: "Interp" bottom: "maps" bottom: "ref" top: "y" '
+            'interp_param {{ {param} }} }}\n')
+    engine, ranges = tmp_path / "m.engine", ("--shape", "ref:1x1x5x7:1x1x6x7:1x1x8x7")
+    for param, refused in (("", True), ("zoom_factor: 2", False)):
+        net, weights = tmp_path / "interp.prototxt", tmp_path / "interp.caffemodel"
+        net.write_text(text.format(param=param))
+        assert run_cli("weights", "init", net, "-o", weights).returncode == 0  # no blobs
+        done = run_cli("convert", net, "-w", weights, "-o", engine, *ranges)
+        if refused:
+            line = assert_one_error_line(done, "H and W are dynamic (-1) in the TensorRT network")
+            assert "layer 'resize' (Interp)" in line and not engine.exists(), line
+        else:
+            assert done.returncode == 0 and engine.exists(), done.stderr
+
+
 BAD_LAYERS = {
     "pad": ('type: "Interp" bottom: "maps" interp_param { zoom_factor: 2 pad_beg: 1 }',
             "pad_beg 1 and pad_end 0 must be ≤ 0"),

@@ -168,6 +168,27 @@ def test_convert_with_a_varying_width_is_one_line_on_both_routes(tmp_path):
         out.unlink()
 
 
+def test_lstminput_with_a_varying_height_is_one_line_on_both_routes(tmp_path):
+    """Charleen777's LSTMINPUT reshapes to its maps' C, H and W: an engine or a model whose H
+    varies is refused in one line (both baked the H they were built at); N may vary."""
+    pytest.importorskip("tensorrt_rtx_bindings")
+    net, weights = synthetic_files(tmp_path, (
+        'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 2 '
+        'dim: 3 dim: 4 } } }\n'
+        'layer { name: "rows" type: "Transpose" bottom: "x" top: "rows" '
+        'transpose_param { transposetype: LSTMINPUT } }\n'))
+    out = tmp_path / "out"
+    for command, message in (("convert", "C, H or W is dynamic (-1) in the TensorRT network"),
+                             ("export", "C, H or W is not fixed in the ONNX export")):
+        line = assert_one_error_line(run_cli(command, net, "-w", weights, "-o", out, "--shape",
+                                             "x:1x2x2x4:1x2x3x4:1x2x5x4"), message)
+        assert "layer 'rows' (Transpose)" in line and not out.exists(), line
+        built = run_cli(command, net, "-w", weights, "-o", out, "--shape",
+                        "x:1x2x3x4:2x2x3x4:4x2x3x4")
+        assert built.returncode == 0 and out.exists(), built.stderr
+        out.unlink()
+
+
 @pytest.mark.parametrize("op_type, attrs, shape, axis, what", [
     ("Convert", {}, (3, 4, 1, 5), 3, "an axis after the first"),
     ("Transpose", grid("LSTMINPUT"), (2, 3, 4, 5), 2, "C, H or W"),

@@ -68,6 +68,13 @@ def interp_matrix(size_in: int, offset: int, size_eff: int, size_out: int) -> np
     return matrix
 
 
+def _size_from_bottom(node: Node) -> bool:
+    """Whether Interp's output size is its second bottom's (no factor, no height and width)."""
+    attrs = node.attrs
+    return attrs["zoom_factor"] is None and attrs["shrink_factor"] is None and (
+        attrs["height"] is None or attrs["width"] is None)
+
+
 def _bottom_shapes(node: Node) -> tuple[Shape, Shape | None]:
     """The IR shapes of the data bottom and of the optional size bottom."""
     return node.inputs[0].shape, node.inputs[1].shape if len(node.inputs) > 1 else None
@@ -135,9 +142,12 @@ class Interp(Op):
 
     @staticmethod
     def tensorrt(ctx, node: Node, x, ref=None):
-        if len(x.shape) != 4 or min(x.shape[2:]) < 0:
+        # the matrices are built for the input's size and the output's: a size bottom's H, W
+        # where neither a factor nor height and width give it
+        sized_by = (x, ref) if ref is not None and _size_from_bottom(node) else (x,)
+        if any(len(t.shape) != 4 or min(t.shape[2:]) < 0 for t in sized_by):
             raise shape_error(node, "H and W are dynamic (-1) in the TensorRT network",
-                              "give the input a fixed height and width")
+                              "give the input (and a size bottom) a fixed height and width")
         rows, cols_t = _interp_matrices(node, *_bottom_shapes(node))
         matrix = ctx.trt.MatrixOperation.NONE
         # (1, 1, H_out, H) · (N, C, H, W) · (1, 1, W, W_out): batch dims broadcast
