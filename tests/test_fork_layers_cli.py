@@ -122,51 +122,46 @@ def test_an_onnx_form_built_for_one_size_refuses_a_range_that_varies_it(tmp_path
         np.testing.assert_allclose(got[output], want[output], rtol=1e-5, atol=1e-5)
 
 
-def test_a_spatial_transformer_whose_output_follows_a_varying_input_is_one_line(tmp_path):
-    """Without output_H and output_W the output takes the input's H and W: its sampling grid is
-    a constant built for one size, so an export whose H varies is refused (its model would
-    have sampled OPT's grid at every size); with output_H and output_W set, it exports."""
-    layer = ('layer {{ name: "in" type: "Input" top: "maps" top: "theta" input_param {{ '
-             'shape {{ dim: 2 dim: 3 dim: 5 dim: 6 }} shape {{ dim: 2 dim: 2 }} }} }}\n'
-             'layer {{ name: "st" type: "SpatialTransformer" bottom: "maps" bottom: "theta" '
-             'top: "st" st_param {{ {out}theta_1_1: 0.9 theta_1_2: 0.1 theta_2_1: -0.2 '
-             'theta_2_2: 1.1 }} }}\n')
-    model, ranges = tmp_path / "m.onnx", ("--shape", "maps:2x3x4x6:2x3x5x6:2x3x7x6")
-    for out, refused in (("", True), ("output_H: 4 output_W: 3 ", False)):
-        net, weights = tmp_path / "st.prototxt", tmp_path / "st.caffemodel"
-        net.write_text(layer.format(out=out))
-        assert run_cli("weights", "init", net, "-o", weights).returncode == 0  # no blobs
-        done = run_cli("export", net, "-w", weights, "-o", model, *ranges)
-        if refused:
-            assert_one_error_line(done, "the output's height or width is not fixed in the ONNX "
-                                  "export, layer 'st' (SpatialTransformer)")
-            assert not model.exists()
-        else:
-            assert done.returncode == 0 and model.exists(), done.stderr
+#: Two inputs, then a layer reading them: ``{layer}`` is filled per case.
+_TWO_INPUTS = ('layer {{ name: "in" type: "Input" top: "maps" top: "{second}" input_param {{ '
+               'shape {{ {maps} }} shape {{ {dims} }} }} }}\n'
+               'layer {{ name: "{name}" type: "{type}" bottom: "maps" bottom: "{second}" '
+               'top: "y" {param} }}\n')
 
 
-def test_an_interp_sized_by_a_varying_bottom_is_one_line_in_tensorrt(tmp_path):
-    """Interp's TensorRT form is two constant matrices: with its output size taken from a
-    second bottom whose H varies over the profile, ``convert`` is one line (the engine would
-    have resized to OPT's size at every size); with a zoom_factor that bottom does not size
-    the output, and the same profile builds."""
-    pytest.importorskip("tensorrt_rtx_bindings")
-    text = ('layer {{ name: "in" type: "Input" top: "maps" top: "ref" input_param {{ '
-            'shape {{ dim: 1 dim: 2 dim: 4 dim: 5 }} '
-            'shape {{ dim: 1 dim: 1 dim: 6 dim: 7 }} }} }}\n'
-            'layer {{ name: "resize" type: "Interp" bottom: "maps" bottom: "ref" top: "y" '
-            'interp_param {{ {param} }} }}\n')
-    engine, ranges = tmp_path / "m.engine", ("--shape", "ref:1x1x5x7:1x1x6x7:1x1x8x7")
-    for param, refused in (("", True), ("zoom_factor: 2", False)):
-        net, weights = tmp_path / "interp.prototxt", tmp_path / "interp.caffemodel"
-        net.write_text(text.format(param=param))
+@pytest.mark.parametrize("command, case, refused_param, built_param, shape, message", [
+    # SpatialTransformer without output_H/W takes the input's H and W: its sampling grid is a
+    # constant built for one size (the model sampled OPT's grid at every size)
+    ("export", {"second": "theta", "maps": "dim: 2 dim: 3 dim: 5 dim: 6",
+                "dims": "dim: 2 dim: 2", "name": "st", "type": "SpatialTransformer"},
+     "st_param { theta_1_1: 0.9 theta_1_2: 0.1 theta_2_1: -0.2 theta_2_2: 1.1 }",
+     ("st_param { output_H: 4 output_W: 3 theta_1_1: 0.9 theta_1_2: 0.1 theta_2_1: -0.2 "
+      "theta_2_2: 1.1 }"), "maps:2x3x4x6:2x3x5x6:2x3x7x6",
+     ("the output's height or width is not fixed in the ONNX export, layer 'st' "
+      "(SpatialTransformer)")),
+    # Interp sized by its second bottom is two constant matrices for one output size (the
+    # engine resized to OPT's size at every size); with a zoom_factor that bottom sizes nothing
+    ("convert", {"second": "ref", "maps": "dim: 1 dim: 2 dim: 4 dim: 5",
+                 "dims": "dim: 1 dim: 1 dim: 6 dim: 7", "name": "resize", "type": "Interp"},
+     "interp_param { }", "interp_param { zoom_factor: 2 }", "ref:1x1x5x7:1x1x6x7:1x1x8x7",
+     "H and W are dynamic (-1) in the TensorRT network, layer 'resize' (Interp)"),
+])
+def test_a_form_built_for_one_output_size_refuses_a_range_that_varies_it(
+        tmp_path, command, case, refused_param, built_param, shape, message):
+    """A range that makes the layer's output size vary is one error line and writes nothing;
+    with the output size fixed by the layer's param, the same range builds."""
+    if command == "convert":
+        pytest.importorskip("tensorrt_rtx_bindings")
+    net, weights, out = tmp_path / "net.prototxt", tmp_path / "net.caffemodel", tmp_path / "out"
+    for param, refused in ((refused_param, True), (built_param, False)):
+        net.write_text(_TWO_INPUTS.format(param=param, **case))
         assert run_cli("weights", "init", net, "-o", weights).returncode == 0  # no blobs
-        done = run_cli("convert", net, "-w", weights, "-o", engine, *ranges)
+        done = run_cli(command, net, "-w", weights, "-o", out, "--shape", shape)
         if refused:
-            line = assert_one_error_line(done, "H and W are dynamic (-1) in the TensorRT network")
-            assert "layer 'resize' (Interp)" in line and not engine.exists(), line
+            assert_one_error_line(done, message)
+            assert not out.exists()
         else:
-            assert done.returncode == 0 and engine.exists(), done.stderr
+            assert done.returncode == 0 and out.exists(), done.stderr
 
 
 BAD_LAYERS = {

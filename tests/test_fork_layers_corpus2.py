@@ -147,46 +147,44 @@ def test_caption_input_equals_the_fork(batch, image, hidden, vocabulary, sequenc
     np.testing.assert_allclose(rows, want, rtol=1e-6, atol=1e-6)
 
 
-def test_convert_with_a_varying_width_is_one_line_on_both_routes(tmp_path):
-    """Curve-Text-Detector's Convert reshapes to its bottom's D and W: an engine or a model
-    whose W varies is refused in one line (both baked the W they were built at); S may vary."""
+def _refused_on_both_routes(tmp_path, text: str, varying: str, fixed: str, what: str,
+                            layer: str) -> None:
+    """``convert`` and ``export`` of the net ``text`` with the range ``varying`` are one error
+    line naming ``what`` and ``layer``, writing nothing; with the range ``fixed`` both write."""
     pytest.importorskip("tensorrt_rtx_bindings")
-    net, weights = synthetic_files(tmp_path, (
-        'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 '
-        'dim: 1 dim: 5 } } }\n'
-        'layer { name: "conv" type: "Convert" bottom: "x" top: "seq" top: "cont" }\n'))
+    net, weights = synthetic_files(tmp_path, text)
     out = tmp_path / "out"
     for command, message in (("convert", "dynamic (-1) in the TensorRT network"),
                              ("export", "is not fixed in the ONNX export")):
         line = assert_one_error_line(run_cli(command, net, "-w", weights, "-o", out, "--shape",
-                                             "x:2x3x1x4:2x3x1x5:2x3x1x6"), message)
-        assert "an axis after the first" in line and "layer 'conv' (Convert)" in line, line
-        assert not out.exists()
-        built = run_cli(command, net, "-w", weights, "-o", out, "--shape",
-                        "x:1x3x1x5:2x3x1x5:4x3x1x5")
+                                             varying), message)
+        assert what in line and layer in line and not out.exists(), line
+        built = run_cli(command, net, "-w", weights, "-o", out, "--shape", fixed)
         assert built.returncode == 0 and out.exists(), built.stderr
         out.unlink()
+
+
+def test_convert_with_a_varying_width_is_one_line_on_both_routes(tmp_path):
+    """Curve-Text-Detector's Convert reshapes to its bottom's D and W: an engine or a model
+    whose W varies is refused in one line (both baked the W they were built at); S may vary."""
+    _refused_on_both_routes(tmp_path, (
+        'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 '
+        'dim: 1 dim: 5 } } }\n'
+        'layer { name: "conv" type: "Convert" bottom: "x" top: "seq" top: "cont" }\n'),
+        "x:2x3x1x4:2x3x1x5:2x3x1x6", "x:1x3x1x5:2x3x1x5:4x3x1x5", "an axis after the first",
+        "layer 'conv' (Convert)")
 
 
 def test_lstminput_with_a_varying_height_is_one_line_on_both_routes(tmp_path):
     """Charleen777's LSTMINPUT reshapes to its maps' C, H and W: an engine or a model whose H
     varies is refused in one line (both baked the H they were built at); N may vary."""
-    pytest.importorskip("tensorrt_rtx_bindings")
-    net, weights = synthetic_files(tmp_path, (
+    _refused_on_both_routes(tmp_path, (
         'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 2 '
         'dim: 3 dim: 4 } } }\n'
         'layer { name: "rows" type: "Transpose" bottom: "x" top: "rows" '
-        'transpose_param { transposetype: LSTMINPUT } }\n'))
-    out = tmp_path / "out"
-    for command, message in (("convert", "C, H or W is dynamic (-1) in the TensorRT network"),
-                             ("export", "C, H or W is not fixed in the ONNX export")):
-        line = assert_one_error_line(run_cli(command, net, "-w", weights, "-o", out, "--shape",
-                                             "x:1x2x2x4:1x2x3x4:1x2x5x4"), message)
-        assert "layer 'rows' (Transpose)" in line and not out.exists(), line
-        built = run_cli(command, net, "-w", weights, "-o", out, "--shape",
-                        "x:1x2x3x4:2x2x3x4:4x2x3x4")
-        assert built.returncode == 0 and out.exists(), built.stderr
-        out.unlink()
+        'transpose_param { transposetype: LSTMINPUT } }\n'),
+        "x:1x2x2x4:1x2x3x4:1x2x5x4", "x:1x2x3x4:2x2x3x4:4x2x3x4", "C, H or W",
+        "layer 'rows' (Transpose)")
 
 
 @pytest.mark.parametrize("op_type, attrs, shape, axis, what", [
