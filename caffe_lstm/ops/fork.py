@@ -11,7 +11,7 @@ from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Node, Shape
 from caffe_lstm.ops import grid_transpose
 from caffe_lstm.ops.registry import (Op, canonical_axis, count, onnx_fixed_dims, register_op,
-                                     shape_error)
+                                     shape_error, trt_fixed_dims)
 
 
 def _check_permutation(node: Node, order: list[int], rank: int, field: str) -> None:
@@ -298,9 +298,8 @@ class Convert(Op):
 
     @staticmethod
     def tensorrt(ctx, node: Node, x):
-        if min(x.shape[1:]) < 0:
-            raise shape_error(node, "an axis after the first is dynamic (-1) in the TensorRT "
-                              "network", "give the input fixed dims after the first (D and W)")
+        trt_fixed_dims(node, tuple(x.shape[1:]), "an axis after the first",
+                       "give the input fixed dims after the first (D and W)")
         samples, dims, width = _convert_sizes(node, node.inputs[0].shape)
         rows = ctx.reshape(x, [-1, dims, width], "rows")
         return (ctx.transpose(rows, (2, 0, 1), ""), _trt_indicator(ctx, width, x, 0, "cont"))

@@ -23,7 +23,7 @@ import numpy as np
 
 from caffe_lstm.errors import UnsupportedLayerError
 from caffe_lstm.ir.graph import Node, Shape
-from caffe_lstm.ops.registry import count, onnx_fixed_dims, shape_error
+from caffe_lstm.ops.registry import count, onnx_fixed_dims, shape_error, trt_fixed_dims
 
 #: The fork's GRIDLSTM neighbourhood (local_connected_num must be 8).
 NEIGHBOURS = 8
@@ -110,16 +110,14 @@ def _grid_sizes(node: Node, x: Shape) -> tuple[int, int, int, int]:
 
 # ---- facets ----------------------------------------------------------------------------------
 
-#: What the TensorRT and ONNX forms bake in (by "is LSTMINPUT"): its reshapes and the GRIDLSTM
-#: index are built for one size of these axes.
-_FIXED = {True: ("C, H or W", "give the maps fixed channels, height and width"),
-          False: ("the rows R or the channels C", "give the rows a fixed count and width")}
-
-
-def _built_for_one_size(node: Node, axes: Any) -> Any:
-    """The items of ``axes`` (a shape or the axis numbers) a mode's forms fix: every axis after
-    the first for LSTMINPUT, the first two (R, C) for the modes that read rows."""
-    return axes[1:] if node.attrs["transposetype"] == "LSTMINPUT" else axes[:2]
+def _built_for_one_size(node: Node, rank: int) -> tuple[range, str, str]:
+    """The axes whose size a mode's TensorRT and ONNX forms bake into their reshapes (and
+    GRIDLSTM's index), what to call them and the hint: every axis after the first for
+    LSTMINPUT, the first two (R, C) for the modes that read rows."""
+    if node.attrs["transposetype"] == "LSTMINPUT":
+        return range(1, rank), "C, H or W", "give the maps fixed channels, height and width"
+    return range(min(rank, 2)), "the rows R or the channels C", \
+        "give the rows a fixed count and width"
 
 
 
@@ -141,9 +139,8 @@ def numpy(node: Node, x: np.ndarray) -> np.ndarray:
 
 def tensorrt(ctx: Any, node: Node, x: Any) -> Any:
     kind = node.attrs["transposetype"]
-    if min(_built_for_one_size(node, tuple(x.shape)), default=0) < 0:
-        raise shape_error(node, f"{_FIXED[kind == 'LSTMINPUT'][0]} is dynamic (-1) in the "
-                          "TensorRT network", _FIXED[kind == "LSTMINPUT"][1])
+    axes, what, hint = _built_for_one_size(node, len(x.shape))
+    trt_fixed_dims(node, [x.shape[axis] for axis in axes], what, hint)
     if kind == "LSTMINPUT":
         _, channels, height, width = _legacy(node, node.inputs[0].shape)
         per_image = ctx.reshape(x, [-1, channels, height * width], "images")
@@ -166,9 +163,8 @@ def tensorrt(ctx: Any, node: Node, x: Any) -> Any:
 
 def onnx(ctx: Any, node: Node, x: str) -> str:
     kind = node.attrs["transposetype"]
-    value = node.inputs[0]
-    onnx_fixed_dims(ctx, node, value, _built_for_one_size(node, range(len(value.shape))),
-                    *_FIXED[kind == "LSTMINPUT"])
+    onnx_fixed_dims(ctx, node, node.inputs[0], *_built_for_one_size(
+        node, len(node.inputs[0].shape)))
     if kind == "LSTMINPUT":
         _, channels, height, width = _legacy(node, node.inputs[0].shape)
         per_image = ctx.add("Reshape", [x, ctx.ints([-1, channels, height * width], "images")],

@@ -363,6 +363,14 @@ def shape_error(node: Node, what: str, hint: str = "") -> ShapeError:
     return ShapeError(what, node.label, hint)
 
 
+def trt_fixed_dims(node: Node, dims: Sequence[int], what: str, hint: str) -> tuple[int, ...]:
+    """A TensorRT tensor's ``dims`` for a form built for one size of them, refused in one
+    line where the network leaves one dynamic (-1): the engine would compute wrong sizes."""
+    if min(dims, default=0) < 0:
+        raise shape_error(node, f"{what} is dynamic (-1) in the TensorRT network", hint)
+    return tuple(dims)
+
+
 def onnx_fixed_dims(ctx: OnnxContext, node: Node, value: Value, axes: Sequence[int], what: str,
                     hint: str) -> tuple[int, ...]:
     """Dims ``axes`` of ``value`` for an ONNX form built for one size of them (a reshape to

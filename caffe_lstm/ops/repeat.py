@@ -7,7 +7,7 @@ import numpy as np
 
 from caffe_lstm.ir.graph import Node, Shape
 from caffe_lstm.ops.registry import (Op, canonical_axis, count, onnx_fixed_dims, register_op,
-                                     shape_error)
+                                     shape_error, trt_fixed_dims)
 
 
 def _sizes(node: Node, x: Shape) -> tuple[int, int, int]:
@@ -60,9 +60,8 @@ class Repeat(Op):
 
     @staticmethod
     def tensorrt(ctx, node: Node, x, w):
-        if min(x.shape[1:], default=0) < 0:
-            raise shape_error(node, "an axis after the first is dynamic (-1) in the TensorRT "
-                              "network", "give the input fixed dims after the first")
+        trt_fixed_dims(node, tuple(x.shape[1:]), "an axis after the first",
+                       "give the input fixed dims after the first")
         _, k, _ = _sizes(node, tuple(x.shape))
         none = ctx.trt.MatrixOperation.NONE
         flat = ctx.reshape(x, [-1, k], "flatten")

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from caffe_lstm.ir.graph import Node, Shape
-from caffe_lstm.ops.registry import Op, count, onnx_fixed_dims, register_op, shape_error
+from caffe_lstm.ops.registry import (Op, count, onnx_fixed_dims, register_op, shape_error,
+                                     trt_fixed_dims)
 
 # ---- Interp (DeepLab v2) ----------------------------------------------------------------------
 
@@ -297,9 +298,8 @@ class SpatialTransformer(Op):
 
     @staticmethod
     def tensorrt(ctx, node: Node, u, theta):
-        if min(u.shape[1:]) < 0:
-            raise shape_error(node, "C, H or W is dynamic (-1) in the TensorRT network",
-                              "give the input fixed channels, height and width")
+        trt_fixed_dims(node, tuple(u.shape[1:]), "C, H or W",
+                       "give the input fixed channels, height and width")
         trt, matrix = ctx.trt, ctx.trt.MatrixOperation.NONE
         select, const, k = _theta_selection(node)
         out_h, out_w = node.outputs[0].shape[2:]

@@ -17,7 +17,8 @@ import numpy as np
 
 from caffe_lstm.errors import ExecutionError
 from caffe_lstm.ir.graph import Node, Shape
-from caffe_lstm.ops.registry import Op, count, onnx_fixed_dims, register_op, shape_error
+from caffe_lstm.ops.registry import (Op, count, onnx_fixed_dims, register_op, shape_error,
+                                     trt_fixed_dims)
 
 #: R-FCN's floor for a roi's width and height after scaling ("force too small ROIs to be 1x1").
 MIN_ROI_SIZE = np.float32(0.1)
@@ -61,10 +62,8 @@ def nonempty_bins(h0, h1, w0, w1):
 
 def fixed_chw(node: Node, x, what: str) -> tuple[int, int, int]:
     """The TensorRT tensor's C, H, W, refused when one is dynamic (the tables need them)."""
-    if min(x.shape[1:]) < 0:
-        raise shape_error(node, "C, H or W is dynamic (-1) in the TensorRT network",
+    return trt_fixed_dims(node, tuple(x.shape[1:]), "C, H or W",
                           f"give the {what} fixed channels, height and width")
-    return tuple(x.shape[1:])
 
 
 def check_int32_reads(ctx, node: Node, dims: tuple[int, ...], table: str,

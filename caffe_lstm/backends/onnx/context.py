@@ -55,10 +55,6 @@ def _static_dims(value: Value) -> tuple[Dim, ...]:
     return tuple(value.shape)
 
 
-def _static_shape(value: Value) -> Shape:
-    return value.shape
-
-
 class OnnxContext(GraphWalker[str]):
     """The state of one export (the onnx module, the opset, the graph being filled, names) and
     the walk calling each node's ``onnx`` facet; what travels along the edges are tensor names.
@@ -71,7 +67,8 @@ class OnnxContext(GraphWalker[str]):
         value_names: the names of the graph's IR values, which no initializer may take.
         stream_bytes: weights this large become main-graph initializers left out of the model
             (``streamed``: ``save_model`` writes them from their arrays); None: none are.
-        largest: the shape of an IR value at the profile's MAX sizes; default: its shape.
+        largest: the shapes of the graph's values at the profile's MAX sizes, by id of the
+            value; empty without a profile.
         int32_indices: the model is for TensorRT's ONNX parser, which reads int64 indices as
             INT32 (a facet gathering from a large table checks it against 2³¹).
     """
@@ -81,11 +78,11 @@ class OnnxContext(GraphWalker[str]):
     def __init__(self, onnx: Any, opset: int,
                  value_dims: Callable[[Value], tuple[Dim, ...]] = _static_dims,
                  value_names: Iterable[str] = (), stream_bytes: int | None = None,
-                 largest: Callable[[Value], Shape] = _static_shape, int32_indices: bool = False
+                 largest: dict[int, Shape] | None = None, int32_indices: bool = False
                  ) -> None:
         self.onnx, self.opset = onnx, opset
         self.value_dims = value_dims
-        self._largest, self.int32_indices = largest, int32_indices
+        self._largest, self.int32_indices = largest or {}, int32_indices
         self.stream_bytes = stream_bytes
         #: where nodes and initializers go (swapped while a subgraph is exported)
         self.parts = OnnxGraphParts()
@@ -103,7 +100,7 @@ class OnnxContext(GraphWalker[str]):
 
     def largest_shape(self, value: Value) -> Shape:
         """The shape ``value`` takes at the profile's MAX sizes; its shape without a profile."""
-        return self._largest(value)
+        return self._largest.get(id(value), value.shape)
 
     # ---- naming ------------------------------------------------------------------------------
 

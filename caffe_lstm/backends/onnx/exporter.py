@@ -75,9 +75,6 @@ class DimTable:
     def of(self, value: Value) -> tuple[Dim, ...]:
         return self.dims[id(value)]
 
-    def largest_shape(self, value: Value) -> Shape:
-        return self.largest.get(id(value), value.shape)
-
     @staticmethod
     def static(graph: Graph) -> DimTable:
         """Every dim fixed at the shapes the graph has now."""
@@ -164,7 +161,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     table = DimTable.ranged(graph, dict(profiles or {}))
     values = _all_values(graph)
     ctx = OnnxContext(onnx, opset, table.of, {value.name for value in values},
-                      STREAM_BYTES if stream else None, table.largest_shape, int32_indices)
+                      STREAM_BYTES if stream else None, table.largest, int32_indices)
     for value in values:  # the IR's names go to the tensors computing them, nothing else
         ctx.reserve(value.name)
     for node in graph.all_nodes():
