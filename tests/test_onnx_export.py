@@ -183,6 +183,119 @@ def test_the_input_projection_adds_its_bias_inside_the_product(invoke, tmp_path)
         assert [a.i for a in x_ones.attribute] == [-1]  # ones after x's last axis (K + 1)
 
 
+def _scan_projection(model, layer: str):
+    """The Scan of ``layer`` and, inside its body, the nodes that read the step's slices of
+    the sequences the Scan scans, but cont's products (the Gemm adding the hoisted projection,
+    or the Concat of the input itself with h)."""
+    scan = next(n for n in model.graph.node if n.op_type == "Scan" and n.name.startswith(layer))
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    first = len(scan.input) - next(a.i for a in scan.attribute if a.name == "num_scan_inputs")
+    sliced = {info.name for info in body.input[first:]}
+    return scan, body, [n for n in body.node if sliced & set(n.input) and n.op_type != "Mul"]
+
+
+def _in_step_product(model, layer: str, bottom: str) -> np.ndarray:
+    """Asserts that ``layer``'s Scan scans its bottom with a column of ones (no projection
+    of all steps before it) and that its step is one MatMul of [x_t, 1, h_{t-1}] by a body
+    initializer; returns that matrix."""
+    scan, body, readers = _scan_projection(model, layer)
+    (concat,) = readers
+    assert concat.op_type == "Concat" and concat.input[1] == body.input[0].name  # [x_t, 1, h]
+    producers = {out: node for node in model.graph.node for out in node.output}
+    name = scan.input[[i.name for i in body.input].index(concat.input[0])]
+    while producers[name].op_type in ("Squeeze", "Unsqueeze"):
+        name = producers[name].input[0]
+    x_ones = producers[name]
+    assert x_ones.op_type == "Concat" and x_ones.input[0] == bottom
+    assert f"{layer}/W_xc_x" not in producers  # no (T, N, 4H) product before the Scan
+    (product,) = [node for node in body.node if concat.output[0] in node.input]
+    assert product.op_type == "MatMul" and product.output[0] == f"{layer}/gate_input"
+    weights = {t.name: onnx.numpy_helper.to_array(t) for t in body.initializer}
+    return weights[product.input[1]]
+
+
+@pytest.mark.parametrize("resets", [True, False])
+def test_steps_of_16_rows_compute_their_input_projection_in_the_step(invoke, tmp_path,
+                                                                      resets):
+    """With 16 rows a step (N = 16) the input projection is no product of all steps before
+    the Scan but part of the step's one product, [x_t, 1, h_{t-1}] · [W_xcᵀ; b_c; W_hcᵀ]:
+    the (T, N, 4H) tensor of all steps is a round trip through memory that onnxruntime pays
+    at every step (benchmarks/README.md). The matrix holds the caffemodel's blobs; on stacked
+    layers, with Caffe's resets (a scanned cont) and with a ContinuationIndicator's constant
+    cont, the model computes Caffe's layers (check_export, TensorRT's parser included)."""
+    T, N, I, H = 5, 16, 3, 4
+    cont = ('layer { name: "indicator" type: "ContinuationIndicator" top: "cont" '
+            f'continuation_indicator_param {{ time_step: {T} batch_size: {N} }} }}\n')
+    text = (variant_net(T, N, I, H, {}) if resets else
+            input_layer({"x": (T, N, I)}) + cont + variant_net(T, N, I, H, {}).split("\n", 1)[1])
+    text += ('layer { name: "lstm2" type: "LSTM" bottom: "r" bottom: "cont" top: "h2" '
+             f'recurrent_param {{ num_output: {H + 1} }} }}\n')
+    net, weights = synthetic_files(tmp_path, text, seed=6)
+    rng = np.random.default_rng(6)
+    feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32)}
+    if resets:
+        feeds["cont"] = _cont(T, N)
+    model = onnx.load(check_export(invoke, tmp_path, net, weights, [feeds]))
+    blobs = caffe_lstm.load(net, weights).graph
+    for layer, bottom, width in (("lstm1", "x", H), ("lstm2", "r", H + 1)):
+        w_xc, b_c, w_hc = (np.asarray(v.data) for v in blobs.node(layer).weights)
+        expected = np.concatenate([w_xc.T, b_c[None], w_hc.T])
+        matrix = _in_step_product(model, layer, bottom)
+        assert matrix.shape == (w_xc.shape[1] + 1 + width, 4 * width)
+        np.testing.assert_array_equal(matrix, expected)
+    if not resets:
+        assert "lstm1/W_xc" not in {t.name for t in model.graph.initializer}
+
+
+@pytest.mark.parametrize("name", ["rnn", "projection", "peephole"])
+def test_in_step_input_projections_of_other_recurrent_layers(invoke, tmp_path, name):
+    """The RNN layer and LSTM variants (a peephole, a recurrent projection) at 16 rows a
+    step: the Scan whose step added the projection of all steps in its Gemm computes it in
+    the step, and the model computes Caffe's layer (check_export)."""
+    T, N, I, H = 4, 16, 3, 5
+    rng = np.random.default_rng(7)
+    if name == "rnn":
+        text = input_layer({"x": (T, N, I), "cont": (T, N)}) + (
+            f'layer {{ name: "rnn1" type: "RNN" bottom: "x" bottom: "cont" top: "o" '
+            f'recurrent_param {{ num_output: {H} }} }}\n')
+        net, weights = synthetic_files(tmp_path, text)
+    else:
+        variant = {"projection": {"num_proj": 3}, "peephole": {"peephole": True}}[name]
+        net, weights = write_variant(tmp_path, variant_net(T, N, I, H, variant),
+                                     variant_blobs(rng, I, H, variant))
+    feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
+    model = onnx.load(check_export(invoke, tmp_path, net, weights, [feeds]))
+    layer = "rnn1" if name == "rnn" else "lstm1"
+    _, _, readers = _scan_projection(model, layer)
+    assert [node.op_type for node in readers] == ["Concat"], readers
+
+
+@pytest.mark.parametrize("case", ["15 rows", "a large matrix", "for TensorRT"])
+def test_the_projection_of_all_steps_stays_before_the_scan(invoke, tmp_path, monkeypatch,
+                                                          case):
+    """Below 16 rows a step the step's product is bound by reading its weights, and past
+    ``STEP_INPUT_BYTES`` the joint matrix leaves the cache: the projection of all steps stays
+    one product before the Scan, which the step's Gemm adds. So does a model for TensorRT's
+    parser (``convert --via onnx``): a GPU runs one product of all steps best."""
+    from caffe_lstm.backends.onnx import scan_tuning
+    from caffe_lstm.backends.onnx.exporter import build_model
+
+    T, N, I, H = 5, 15 if case == "15 rows" else 16, 3, 4
+    if case == "a large matrix":  # (I + 1 + H) x 4H floats: 512 bytes; one fewer is too few
+        monkeypatch.setattr(scan_tuning, "STEP_INPUT_BYTES", (I + 1 + H) * 4 * H * 4 - 1)
+    net, weights = synthetic_files(tmp_path, variant_net(T, N, I, H, {}), seed=8)
+    feeds = {"x": np.random.default_rng(8).normal(size=(T, N, I)).astype(np.float32),
+             "cont": _cont(T, N)}
+    if case == "for TensorRT":
+        graph = onnx_rewrite(caffe_lstm.load(net, weights).copy().graph, "scan")
+        model = build_model(graph, for_tensorrt=True)[0]
+    else:
+        model = onnx.load(check_export(invoke, tmp_path, net, weights, [feeds]))
+    _, body, readers = _scan_projection(model, "lstm1")
+    assert [node.op_type for node in readers] == ["Gemm"]
+    assert "lstm1/W_xc_x" in {out for node in model.graph.node for out in node.output}
+
+
 @pytest.mark.parametrize("state", ["zero", "io"])
 def test_a_constant_cont_of_ones_after_the_first_step_is_no_scanned_input(invoke, tmp_path,
                                                                            state):

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from caffe_lstm.analysis.profiles import shape_at_profile_sizes
-from caffe_lstm.backends.onnx.scan_tuning import tune_scans, weights_into_bodies
+from caffe_lstm.backends.onnx.scan_tuning import (inputs_into_steps, tune_scans,
+                                                  weights_into_bodies)
 from caffe_lstm.backends.onnx.context import Dim, OnnxContext, OnnxGraphParts, Streamed
 from caffe_lstm.errors import CaffeLstmError, ModelLoadError, UnsupportedLayerError
 from caffe_lstm.files import atomic_output
@@ -140,7 +141,7 @@ def _all_values(graph: Graph) -> list[Value]:
 def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
                 profiles: Mapping[str, Profile] | None = None, producer: str = "caffe-lstm",
                 stream: bool = False, progress: Progress | None = None,
-                int32_indices: bool = False) -> tuple[Any, list[Streamed]]:
+                for_tensorrt: bool = False) -> tuple[Any, list[Streamed]]:
     """The ONNX ModelProto of the rewritten ``graph``, and the weights left out of it.
 
     Without ``stream`` the model is complete (its initializers hold copies of the weights) and
@@ -148,8 +149,10 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     initializer of the main graph (loop bodies read it from the outer scope) that is NOT in
     the model: ``save_model`` writes its bytes straight from the (memory-mapped) array, so the
     weights are never copied into the protobuf. ``progress``: told of the layers done.
-    ``int32_indices``: the model is for TensorRT's ONNX parser, which reads int64 indices as
-    INT32; a layer gathering from a table past 2³¹ elements at the profile's MAX is refused.
+    ``for_tensorrt``: the model is for TensorRT's ONNX parser, which reads int64 indices as
+    INT32 (a layer gathering from a table past 2³¹ elements at the profile's MAX is refused);
+    the input projections stay one product of all steps before their Scans (a GPU's best
+    form), where a model for onnxruntime computes them in the step (``inputs_into_steps``).
 
     Raises:
         UnsupportedLayerError: layers with no ONNX form (all of them listed).
@@ -161,7 +164,7 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     table = DimTable.ranged(graph, dict(profiles or {}))
     values = _all_values(graph)
     ctx = OnnxContext(onnx, opset, table.of, {value.name for value in values},
-                      STREAM_BYTES if stream else None, table.largest, int32_indices)
+                      STREAM_BYTES if stream else None, table.largest, for_tensorrt)
     for value in values:  # the IR's names go to the tensors computing them, nothing else
         ctx.reserve(value.name)
     for node in graph.all_nodes():
@@ -184,12 +187,21 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     model = helper.make_model(proto, opset_imports=opsets, producer_name=producer)
     model.ir_version = helper.find_min_ir_version_for(opsets)
     # last, in place: a copy of the model would copy the weights moved into the Scan bodies
-    unread = weights_into_bodies(onnx, model.graph, _weight_arrays(onnx, model.graph.initializer,
-                                                                   ctx.streamed))
+    weights = _weight_arrays(onnx, model.graph.initializer, ctx.streamed)
+    unread = weights_into_bodies(onnx, model.graph, weights)
+    if not for_tensorrt:
+        shapes = {value.name: tuple(value.shape) for value in values}  # at OPT: see DimTable
+        unread |= inputs_into_steps(onnx, model.graph, weights, lambda name: _step_rows(
+            shapes.get(name)))
     for name in unread:
         remove_initializer(model.graph, name)
     ctx.streamed[:] = [item for item in ctx.streamed if item.header.name not in unread]
     return model, ctx.streamed
+
+
+def _step_rows(shape: tuple[int, ...] | None) -> int | None:
+    """The rows of one step of a (T, ..., K) sequence: the dims between the first and last."""
+    return int(np.prod(shape[1:-1])) if shape is not None and len(shape) >= 3 else None
 
 
 def _weight_arrays(onnx: Any, initializers: Any, streamed: list[Streamed]

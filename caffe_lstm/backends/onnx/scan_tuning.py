@@ -50,6 +50,11 @@ running per step; every rewrite computes the same values:
 One rewrite is of the main graph: the sequence a Scan scans that is x · W + b (an LSTM's input
 projection of all steps) is one MatMul [x, 1] · [W; b], b summed inside the product (the last
 bits may differ); onnxruntime adds a broadcast bias in a pass of its own over the product.
+
+Last, on the finished model of a model for onnxruntime (``inputs_into_steps``): where a step has
+16 rows or more, that projection moves into the step, [x_t, 1, h_{t-1}] · [W; b; U] one product
+by a body initializer, and the Scan scans [x, 1]: the (T, N, 4H) projection of all steps is a
+round trip through memory that the step's Gemm pays in a single-threaded copy.
 """
 
 from __future__ import annotations
@@ -806,3 +811,163 @@ def _refill(field: Any, items: list[Any]) -> None:
         copy.CopyFrom(item)
     del field[:]
     field.extend(copies)
+
+
+#: The input projection moves into the step (``inputs_into_steps``) when a step has at least
+#: this many rows: below, the step's product is bound by reading its weights, and more of them
+#: cost more than the round trip saves (benchmarks/README.md: N = 1 took 1.4x the time, N = 8
+#: 1.04x; N = 12 0.98x, N = 16 to 64 0.92-0.94x).
+STEP_INPUT_ROWS = 16
+#: ... and when the step's joint matrix [B; U] is at most this many bytes: the step reads it
+#: from the cache every step (25 MB, H = 1024 and I = 512, took 1.35x the time; 21 MB 0.93x).
+STEP_INPUT_BYTES = 16 << 20
+
+
+def inputs_into_steps(onnx: Any, graph: Any, weight: Callable[[str], np.ndarray | None],
+                      rows: Callable[[str], int | None]) -> set[str]:
+    """Each Scan whose scanned input is a product of all steps' inputs by a constant matrix,
+    x · B (an LSTM's input projection, [x, 1] · [W; b] after the bias fold), that the body
+    adds into its step's product, Gemm(h, U, x_t), computes that projection inside the step:
+    the Scan scans x itself, and the step is one MatMul [x_t, h] · [B; U] by a body
+    initializer. The same terms in one product (the last bits may differ).
+
+    Why: the projection of all steps is a (T, N, 4H) tensor written once and read back a step
+    at a time; past the last-level cache that is a round trip through memory, which
+    onnxruntime's Gemm pays in a single-threaded copy of x_t into its output before the
+    product (the 2-layer net of benchmarks/cpu_runtimes.py, T = 200, N = 16, H = 512: 0.93x
+    the time; T = 1000: 0.89x; T = 50, in the cache: the same). Done where the product is
+    bound by arithmetic, not by reading its weights: ``rows(name)``, the rows of a step of the
+    scanned sequence ``name`` (None: not known), at least ``STEP_INPUT_ROWS``, and [B; U] at
+    most ``STEP_INPUT_BYTES``; B's bytes count against ``BODY_WEIGHT_BYTES``. ``graph``: the
+    finished model's, changed in place, after ``weights_into_bodies`` (U an initializer of the
+    body); ``weight``: as there. Returns the names of the main graph's weights no node reads
+    any more."""
+    producers = {out: node for node in graph.node for out in node.output}
+    readers = _readers(list(graph.node), through_bodies=True)
+    outputs = {output.name for output in graph.output}
+    budget = BODY_WEIGHT_BYTES - sum(len(tensor.raw_data) for node in graph.node
+                                     for body in _bodies(node) for tensor in body.initializer)
+    unread: set[str] = set()
+    for scan in [node for node in graph.node if node.op_type == "Scan"]:
+        body = _attribute(scan, "body").g
+        first = len(scan.input) - _attribute(scan, "num_scan_inputs").i
+        for index in range(first, len(scan.input)):
+            found = _step_product(onnx, scan, body, index, producers, readers, outputs, weight,
+                                  rows)
+            if found is not None and found[2].nbytes <= budget:
+                budget -= found[2].nbytes
+                unread |= _product_into_step(onnx, graph, scan, body, index, *found)
+                producers = {out: node for node in graph.node for out in node.output}
+                readers = _readers(list(graph.node), through_bodies=True)
+    return {name for name in unread if name not in readers}
+
+
+def _step_product(onnx: Any, scan: Any, body: Any, index: int, producers: dict[str, Any],
+                  readers: dict[str, list[Any]], outputs: set[str],
+                  weight: Callable[[str], np.ndarray | None], rows: Callable[[str], int | None]
+                  ) -> tuple[Any, list[Any], np.ndarray, Any] | None:
+    """For the Scan's scanned input ``index``: the main graph's product x · B it comes from
+    (through Squeeze / Unsqueeze nodes that only it reads), those nodes, B, and the body's
+    Gemm(h, U, x_t) that alone reads the slice; None when anything differs or it would not
+    pay (see ``inputs_into_steps``)."""
+    chain, name = [], scan.input[index]
+    node = producers.get(name)
+    while node is not None and not node.domain and node.op_type in ("Squeeze", "Unsqueeze") \
+            and len(readers.get(name, [])) == 1 and name not in outputs:
+        chain.insert(0, node)
+        name = node.input[0]
+        node = producers.get(name)
+    if node is None or node.op_type != "MatMul" or node.domain or name in outputs or \
+            len(readers.get(name, [])) != 1:
+        return None
+    step = body.input[index].name
+    users = [n for n in body.node if step in n.input]
+    gemm = users[0] if len(users) == 1 else None
+    weights = {tensor.name: tensor for tensor in body.initializer}
+    if gemm is None or gemm.op_type != "Gemm" or gemm.attribute or len(gemm.input) != 3 or \
+            gemm.input[2] != step or gemm.input[1] not in weights or \
+            step in {o.name for o in body.output}:
+        return None
+    recurrent = weights[gemm.input[1]]
+    matrix = _constant_matrix(onnx, node.input[1], producers, weight)
+    if matrix is None or len(recurrent.dims) != 2 or matrix.shape[1] != recurrent.dims[1] or \
+            (rows(name) or 0) < STEP_INPUT_ROWS or \
+            (matrix.shape[0] + recurrent.dims[0]) * recurrent.dims[1] * 4 > STEP_INPUT_BYTES:
+        return None
+    return node, chain, matrix, gemm
+
+
+def _product_into_step(onnx: Any, graph: Any, scan: Any, body: Any, index: int, product: Any,
+                       chain: list[Any], matrix: np.ndarray, gemm: Any) -> set[str]:
+    """Rewrites what ``_step_product`` found; returns the main-graph names the gone nodes
+    read (the weights among them may be read by nothing now)."""
+    source = product.input[0]
+    for k, node in enumerate(chain):  # the same axis nodes, on x
+        node.input[0] = source
+        node.output[0] = source = f"{product.input[0]}/steps{k}"
+    scan.input[index] = source
+    state, recurrent = gemm.input[0], gemm.input[1]
+    tensors = {tensor.name: tensor for tensor in body.initializer}
+    weights, joined = f"{gemm.output[0]}/weights", f"{gemm.output[0]}/step_input"
+    _add_tensor(body.initializer, weights, np.concatenate(  # B's rows, then U's
+        [matrix, onnx.numpy_helper.to_array(tensors[recurrent])]))
+    step = body.input[index].name = f"{product.input[0]}_t"  # the step's slice of x now
+    nodes = list(body.node)
+    at = nodes.index(gemm)
+    nodes[at:at + 1] = [
+        onnx.helper.make_node("Concat", [step, state], [joined], name=joined, axis=-1),
+        onnx.helper.make_node("MatMul", [joined, weights], list(gemm.output), name=gemm.name)]
+    _refill(body.node, nodes)
+    if recurrent not in _names_read(body):
+        _remove(body.initializer, {recurrent})
+    dims = body.input[index].type.tensor_type.shape.dim
+    dims[-1].Clear()
+    dims[-1].dim_value = matrix.shape[0]
+    return _remove_unread(graph, product)
+
+
+def _remove_unread(graph: Any, product: Any) -> set[str]:
+    """Removes ``product`` and then every main-graph node computing only what nothing reads
+    any more; returns the names those nodes read."""
+    gone, read_by_gone = [product], set()
+    while gone:
+        node = gone.pop()
+        at = next(k for k, each in enumerate(graph.node) if each is node)
+        read_by_gone.update(node.input)
+        del graph.node[at]
+        read = _readers(list(graph.node), through_bodies=True)
+        outputs = {output.name for output in graph.output}
+        gone = [each for each in graph.node if set(each.output) & read_by_gone and not
+                any(out in read or out in outputs for out in each.output)][:1]
+    return read_by_gone
+
+
+def _constant_matrix(onnx: Any, name: str, producers: dict[str, Any],
+                     weight: Callable[[str], np.ndarray | None]) -> np.ndarray | None:
+    """The 2-D value of ``name`` when the main graph computes it from weights and constants
+    through Transpose, Concat and Unsqueeze (the bias fold's [Wᵀ; b]); else None."""
+    value = _constant_array(onnx, name, producers, weight)
+    return value if value is not None and value.ndim == 2 and value.dtype == np.float32 \
+        else None
+
+
+def _constant_array(onnx: Any, name: str, producers: dict[str, Any],
+                    weight: Callable[[str], np.ndarray | None]) -> np.ndarray | None:
+    array = weight(name)
+    node = producers.get(name)
+    if array is not None or node is None or node.domain:
+        return array
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    inputs = [_constant_array(onnx, each, producers, weight) for each in node.input]
+    if any(each is None for each in inputs):
+        return None
+    if node.op_type == "Constant" and "value" in attributes:
+        return onnx.numpy_helper.to_array(attributes["value"])
+    if node.op_type == "Transpose" and inputs[0].ndim == 2 and \
+            list(attributes.get("perm", [1, 0])) == [1, 0]:
+        return inputs[0].T
+    if node.op_type == "Concat" and len({each.ndim for each in inputs}) == 1:
+        return np.concatenate(inputs, axis=attributes["axis"])
+    if node.op_type == "Unsqueeze" and len(inputs) == 2:
+        return np.expand_dims(inputs[0], tuple(int(a) for a in inputs[1].reshape(-1)))
+    return None

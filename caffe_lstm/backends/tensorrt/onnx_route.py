@@ -62,5 +62,5 @@ def build_through_onnx(runtime: LoadedRuntime, graph: Graph, options: BuildOptio
     indices as INT32: the export checks the tables gathered from at the profile's MAX."""
     check_opset(opset)
     check_route(Route.ONNX, options.fp16)
-    model, _ = build_model(graph, opset, dict(options.shapes), int32_indices=True)
+    model, _ = build_model(graph, opset, dict(options.shapes), for_tensorrt=True)
     return build_from_onnx(runtime, model.SerializeToString(), options)
