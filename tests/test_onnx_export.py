@@ -214,26 +214,31 @@ def _in_step_product(model, layer: str, bottom: str) -> np.ndarray:
     return weights[product.input[1]]
 
 
-@pytest.mark.parametrize("resets", [True, False])
+@pytest.mark.parametrize("case", ["resets", "constant cont", "streamed weights"])
 def test_steps_of_16_rows_compute_their_input_projection_in_the_step(invoke, tmp_path,
-                                                                      resets):
+                                                                      monkeypatch, case):
     """With 16 rows a step (N = 16) the input projection is no product of all steps before
     the Scan but part of the step's one product, [x_t, 1, h_{t-1}] · [W_xcᵀ; b_c; W_hcᵀ]:
     the (T, N, 4H) tensor of all steps is a round trip through memory that onnxruntime pays
-    at every step (benchmarks/README.md). The matrix holds the caffemodel's blobs; on stacked
+    at every step (benchmarks/README.md). The matrix holds the caffemodel's blobs and W_xc
+    is left out of the model (also when the export streams it from the caffemodel); on stacked
     layers, with Caffe's resets (a scanned cont) and with a ContinuationIndicator's constant
     cont, the model computes Caffe's layers (check_export, TensorRT's parser included)."""
+    from caffe_lstm.backends.onnx import exporter
+
+    if case == "streamed weights":
+        monkeypatch.setattr(exporter, "STREAM_BYTES", 1)
     T, N, I, H = 5, 16, 3, 4
     cont = ('layer { name: "indicator" type: "ContinuationIndicator" top: "cont" '
             f'continuation_indicator_param {{ time_step: {T} batch_size: {N} }} }}\n')
-    text = (variant_net(T, N, I, H, {}) if resets else
-            input_layer({"x": (T, N, I)}) + cont + variant_net(T, N, I, H, {}).split("\n", 1)[1])
+    text = (input_layer({"x": (T, N, I)}) + cont + variant_net(T, N, I, H, {}).split("\n", 1)[1]
+            if case == "constant cont" else variant_net(T, N, I, H, {}))
     text += ('layer { name: "lstm2" type: "LSTM" bottom: "r" bottom: "cont" top: "h2" '
              f'recurrent_param {{ num_output: {H + 1} }} }}\n')
     net, weights = synthetic_files(tmp_path, text, seed=6)
     rng = np.random.default_rng(6)
     feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32)}
-    if resets:
+    if case != "constant cont":
         feeds["cont"] = _cont(T, N)
     model = onnx.load(check_export(invoke, tmp_path, net, weights, [feeds]))
     blobs = caffe_lstm.load(net, weights).graph
@@ -243,8 +248,7 @@ def test_steps_of_16_rows_compute_their_input_projection_in_the_step(invoke, tmp
         matrix = _in_step_product(model, layer, bottom)
         assert matrix.shape == (w_xc.shape[1] + 1 + width, 4 * width)
         np.testing.assert_array_equal(matrix, expected)
-    if not resets:
-        assert "lstm1/W_xc" not in {t.name for t in model.graph.initializer}
+    assert not {"lstm1/W_xc", "lstm2/W_xc"} & {t.name for t in model.graph.initializer}
 
 
 @pytest.mark.parametrize("name", ["rnn", "projection", "peephole"])
