@@ -927,18 +927,17 @@ def _product_into_step(onnx: Any, graph: Any, scan: Any, body: Any, index: int, 
 
 
 def _remove_unread(graph: Any, product: Any) -> set[str]:
-    """Removes ``product`` and then every main-graph node computing only what nothing reads
-    any more; returns the names those nodes read."""
-    gone, read_by_gone = [product], set()
-    while gone:
-        node = gone.pop()
-        at = next(k for k, each in enumerate(graph.node) if each is node)
+    """Removes ``product`` and then, one by one, each main-graph node that computed what a
+    removed node read and whose outputs nothing reads any more; returns the names the removed
+    nodes read."""
+    outputs = {output.name for output in graph.output}
+    node, read_by_gone = product, set()
+    while node is not None:
         read_by_gone.update(node.input)
-        del graph.node[at]
+        del graph.node[next(k for k, each in enumerate(graph.node) if each is node)]
         read = _readers(list(graph.node), through_bodies=True)
-        outputs = {output.name for output in graph.output}
-        gone = [each for each in graph.node if set(each.output) & read_by_gone and not
-                any(out in read or out in outputs for out in each.output)][:1]
+        node = next((each for each in graph.node if set(each.output) & read_by_gone and not
+                     any(out in read or out in outputs for out in each.output)), None)
     return read_by_gone
 
 
@@ -955,7 +954,8 @@ def _constant_array(onnx: Any, name: str, producers: dict[str, Any],
                     weight: Callable[[str], np.ndarray | None]) -> np.ndarray | None:
     array = weight(name)
     node = producers.get(name)
-    if array is not None or node is None or node.domain:
+    if array is not None or node is None or node.domain or \
+            node.op_type not in ("Constant", "Transpose", "Concat", "Unsqueeze"):
         return array
     attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     inputs = [_constant_array(onnx, each, producers, weight) for each in node.input]
