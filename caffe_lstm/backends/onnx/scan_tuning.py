@@ -952,22 +952,31 @@ def _constant_matrix(onnx: Any, name: str, producers: dict[str, Any],
 
 def _constant_array(onnx: Any, name: str, producers: dict[str, Any],
                     weight: Callable[[str], np.ndarray | None]) -> np.ndarray | None:
+    """The value of ``name``: a weight, or a Constant, Transpose, Unsqueeze or Concat of
+    values known so (the inputs of any other node are not looked at)."""
     array = weight(name)
     node = producers.get(name)
-    if array is not None or node is None or node.domain or \
-            node.op_type not in ("Constant", "Transpose", "Concat", "Unsqueeze"):
+    if array is not None or node is None or node.domain:
         return array
     attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    inputs = [_constant_array(onnx, each, producers, weight) for each in node.input]
-    if any(each is None for each in inputs):
-        return None
-    if node.op_type == "Constant" and "value" in attributes:
-        return onnx.numpy_helper.to_array(attributes["value"])
-    if node.op_type == "Transpose" and inputs[0].ndim == 2 and \
-            list(attributes.get("perm", [1, 0])) == [1, 0]:
-        return inputs[0].T
-    if node.op_type == "Concat" and len({each.ndim for each in inputs}) == 1:
-        return np.concatenate(inputs, axis=attributes["axis"])
-    if node.op_type == "Unsqueeze" and len(inputs) == 2:
-        return np.expand_dims(inputs[0], tuple(int(a) for a in inputs[1].reshape(-1)))
+
+    def inputs() -> list[np.ndarray | None]:
+        return [_constant_array(onnx, each, producers, weight) for each in node.input]
+
+    if node.op_type == "Constant":
+        return onnx.numpy_helper.to_array(attributes["value"]) if "value" in attributes \
+            else None
+    if node.op_type == "Transpose":
+        (inner,) = inputs()
+        return inner.T if inner is not None and inner.ndim == 2 and \
+            list(attributes.get("perm", [1, 0])) == [1, 0] else None
+    if node.op_type == "Unsqueeze" and len(node.input) == 2:
+        inner, axes = inputs()
+        return None if inner is None or axes is None else \
+            np.expand_dims(inner, tuple(int(a) for a in axes.reshape(-1)))
+    if node.op_type == "Concat":
+        parts = inputs()
+        return None if any(part is None for part in parts) or \
+            len({part.ndim for part in parts}) != 1 else \
+            np.concatenate(parts, axis=attributes["axis"])
     return None
