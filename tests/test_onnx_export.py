@@ -280,7 +280,7 @@ def test_the_projection_of_all_steps_stays_before_the_scan(invoke, tmp_path, mon
     """Below 16 rows a step the step's product is bound by reading its weights, and past
     ``STEP_INPUT_BYTES`` the joint matrix leaves the cache: the projection of all steps stays
     one product before the Scan, which the step's Gemm adds. So does a model for TensorRT's
-    parser (``convert --via onnx``): a GPU runs one product of all steps best."""
+    parser (``convert --via onnx``), as GPU RNN libraries compute it."""
     from caffe_lstm.backends.onnx import scan_tuning
     from caffe_lstm.backends.onnx.exporter import build_model
 

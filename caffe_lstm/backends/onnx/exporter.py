@@ -151,8 +151,9 @@ def build_model(graph: Graph, opset: int = DEFAULT_OPSET,
     weights are never copied into the protobuf. ``progress``: told of the layers done.
     ``for_tensorrt``: the model is for TensorRT's ONNX parser, which reads int64 indices as
     INT32 (a layer gathering from a table past 2³¹ elements at the profile's MAX is refused);
-    the input projections stay one product of all steps before their Scans (a GPU's best
-    form), where a model for onnxruntime computes them in the step (``inputs_into_steps``).
+    the input projections stay one product of all steps before their Scans, as GPU RNN
+    libraries compute them (the rule of ``inputs_into_steps``, which puts them in the step for
+    onnxruntime, was measured on a CPU; no GPU here measures it for TensorRT).
 
     Raises:
         UnsupportedLayerError: layers with no ONNX form (all of them listed).
