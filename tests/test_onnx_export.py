@@ -251,14 +251,27 @@ def test_steps_of_16_rows_compute_their_input_projection_in_the_step(invoke, tmp
     assert not {"lstm1/W_xc", "lstm2/W_xc"} & {t.name for t in model.graph.initializer}
 
 
-@pytest.mark.parametrize("name", ["rnn", "projection", "peephole"])
+@pytest.mark.parametrize("name", ["rnn", "projection", "peephole", "fork Lstm",
+                                  "fork Lstm, flat"])
 def test_in_step_input_projections_of_other_recurrent_layers(invoke, tmp_path, name):
-    """The RNN layer and LSTM variants (a peephole, a recurrent projection) at 16 rows a
-    step: the Scan whose step added the projection of all steps in its Gemm computes it in
-    the step, and the model computes Caffe's layer (check_export)."""
+    """The RNN layer, LSTM variants (a peephole, a recurrent projection) and the fork's Lstm
+    (time-major, and flat (T·N, I) with its clip) at 16 rows a step: the Scan whose step added
+    the projection of all steps in its Gemm computes it in the step, and the model computes
+    Caffe's layer (check_export)."""
     T, N, I, H = 4, 16, 3, 5
     rng = np.random.default_rng(7)
-    if name == "rnn":
+    feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
+    if name.startswith("fork Lstm"):
+        flat = name.endswith("flat")
+        shapes = {"x": (T * N, I), "clip": (T * N, 1)} if flat else {"x": (T, N, I),
+                                                                      "clip": (T, N)}
+        feeds = {"x": feeds["x"].reshape(shapes["x"]),
+                 "clip": feeds["cont"].reshape(shapes["clip"])}
+        bottoms = " ".join(f'bottom: "{each}"' for each in shapes)
+        net, weights = synthetic_files(tmp_path, input_layer(shapes) + (
+            f'layer {{ name: "lstm1" type: "Lstm" {bottoms} top: "h" '
+            f'lstm_param {{ num_output: {H} batch_size: {N} }} }}\n'))
+    elif name == "rnn":
         text = input_layer({"x": (T, N, I), "cont": (T, N)}) + (
             f'layer {{ name: "rnn1" type: "RNN" bottom: "x" bottom: "cont" top: "o" '
             f'recurrent_param {{ num_output: {H} }} }}\n')
@@ -267,7 +280,6 @@ def test_in_step_input_projections_of_other_recurrent_layers(invoke, tmp_path, n
         variant = {"projection": {"num_proj": 3}, "peephole": {"peephole": True}}[name]
         net, weights = write_variant(tmp_path, variant_net(T, N, I, H, variant),
                                      variant_blobs(rng, I, H, variant))
-    feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32), "cont": _cont(T, N)}
     model = onnx.load(check_export(invoke, tmp_path, net, weights, [feeds]))
     layer = "rnn1" if name == "rnn" else "lstm1"
     _, _, readers = _scan_projection(model, layer)
