@@ -19,7 +19,7 @@ from caffe_lstm.passes.onnx_forms import onnx_rewrite
 from tests.helpers import (
     BLSTM_NET, ONNX_VARIANTS, PARSER_AVAILABLE, assert_close_to_scale, assert_one_error_line,
     assert_parser_matches_onnxruntime, check_export, export_model, feeds_for, input_layer,
-    sample, synthetic_files, variant_blobs, variant_net,
+    run_outputs, sample, synthetic_files, torch_lstm, variant_blobs, variant_net,
     write_variant,
 )
 
@@ -223,7 +223,8 @@ def test_steps_of_16_rows_compute_their_input_projection_in_the_step(invoke, tmp
     at every step (benchmarks/README.md). The matrix holds the caffemodel's blobs and W_xc
     is left out of the model (also when the export streams it from the caffemodel); on stacked
     layers, with Caffe's resets (a scanned cont) and with a ContinuationIndicator's constant
-    cont, the model computes Caffe's layers (check_export, TensorRT's parser included)."""
+    cont, the model computes Caffe's layers (check_export, TensorRT's parser included); with
+    the constant cont, onnxruntime's outputs also equal torch.nn.LSTM's, layer on layer."""
     from caffe_lstm.backends.onnx import exporter
 
     if case == "streamed weights":
@@ -240,7 +241,8 @@ def test_steps_of_16_rows_compute_their_input_projection_in_the_step(invoke, tmp
     feeds = {"x": rng.normal(size=(T, N, I)).astype(np.float32)}
     if case != "constant cont":
         feeds["cont"] = _cont(T, N)
-    model = onnx.load(check_export(invoke, tmp_path, net, weights, [feeds]))
+    model_path = check_export(invoke, tmp_path, net, weights, [feeds])
+    model = onnx.load(model_path)
     blobs = caffe_lstm.load(net, weights).graph
     for layer, bottom, width in (("lstm1", "x", H), ("lstm2", "r", H + 1)):
         w_xc, b_c, w_hc = (np.asarray(v.data) for v in blobs.node(layer).weights)
@@ -249,6 +251,13 @@ def test_steps_of_16_rows_compute_their_input_projection_in_the_step(invoke, tmp
         assert matrix.shape == (w_xc.shape[1] + 1 + width, 4 * width)
         np.testing.assert_array_equal(matrix, expected)
     assert not {"lstm1/W_xc", "lstm2/W_xc"} & {t.name for t in model.graph.initializer}
+    if case == "constant cont":  # 0 at t = 0, then 1: torch's LSTM from zero states
+        got = run_outputs(invoke, tmp_path, net, weights, feeds, "--backend", "onnxruntime",
+                          "--onnx", model_path, "--state", "zero")
+        hidden = feeds["x"]
+        for layer in ("lstm1", "lstm2"):
+            hidden = torch_lstm(hidden, *(np.asarray(v.data) for v in blobs.node(layer).weights))[0]
+        assert_close_to_scale({"h2": got["h2"]}, {"h2": hidden})
 
 
 @pytest.mark.parametrize("name", ["rnn", "projection", "peephole", "fork Lstm",
