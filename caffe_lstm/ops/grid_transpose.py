@@ -120,7 +120,6 @@ def _built_for_one_size(node: Node, rank: int) -> tuple[range, str, str]:
         "give the rows a fixed count and width"
 
 
-
 def numpy(node: Node, x: np.ndarray) -> np.ndarray:
     kind = node.attrs["transposetype"]
     if kind == "LSTMINPUT":

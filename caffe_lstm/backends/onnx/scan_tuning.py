@@ -196,7 +196,7 @@ def _drop_axis_round_trips(onnx: Any, nodes: list[Any], constants: dict[str, Any
                 source not in producers or producers[source].op_type != "Scan" or \
                 len(readers[source]) != 1 or {source, node.output[0]} & outputs:
             continue
-        axes = [_constant_value(onnx, name, producers, constants)
+        axes = [_constant_value(onnx, name, producers, _arrays(onnx, constants))
                 for name in (node.input[1], after[0].input[1])]
         if axes[0] is None or axes[1] is None or axes[0].tolist() != axes[1].tolist():
             continue
@@ -315,7 +315,7 @@ def _cont_after_step(onnx: Any, scan: Any, body: Any, producers: dict[str, Any],
     cont, products = conted
     index = [i.name for i in body.input].index(cont)
     conted_states = [k for k, i in enumerate(body.input[:n_states]) if i.name in products]
-    sequence = _constant_value(onnx, scan.input[index], producers, constants)
+    sequence = _constant_value(onnx, scan.input[index], producers, _arrays(onnx, constants))
     if sequence is not None and sequence.shape[:1] and bool(np.all(sequence[1:] == 1)):
         return _cont_before_scan_only(onnx, scan, body, index, products, conted_states)
     step_outputs = {o.name: k for k, o in enumerate(body.output)}
@@ -393,24 +393,37 @@ def _cont_before_scan_only(onnx: Any, scan: Any, body: Any, index: int,
 
 
 def _constant_value(onnx: Any, name: str, producers: dict[str, Any],
-                    constants: dict[str, Any]) -> np.ndarray | None:
-    """The value of ``name`` when the main graph computes it from constants alone through
-    the nodes written around a constant cont (an initializer or a ``Constant``, then
-    ``Identity``, and ``Unsqueeze`` / ``Squeeze`` by constant axes); else None."""
-    if name in constants:
-        return onnx.numpy_helper.to_array(constants[name])
+                    known: Callable[[str], np.ndarray | None]) -> np.ndarray | None:
+    """The value of ``name`` when the main graph computes it from constants alone: ``known``
+    (an initializer's or weight's array by name, else None) or a ``Constant``, then
+    ``Identity``, ``Unsqueeze`` / ``Squeeze`` by constant axes (the nodes written around a
+    constant cont), a 2-D ``Transpose`` and ``Concat`` (the bias fold's [Wᵀ; b]); else None.
+    The inputs of any other node are not looked at."""
+    array = known(name)
     node = producers.get(name)
-    if node is None or node.domain:
-        return None
+    if array is not None or node is None or node.domain:
+        return array
     if node.op_type == "Constant":
         values = [a.t for a in node.attribute if a.name == "value"]
         return onnx.numpy_helper.to_array(values[0]) if values else None
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "Transpose":
+        data = _constant_value(onnx, node.input[0], producers, known)
+        return data.T if data is not None and data.ndim == 2 and \
+            list(attributes.get("perm", [1, 0])) == [1, 0] else None
+    if node.op_type == "Concat":
+        parts = [_constant_value(onnx, each, producers, known) for each in node.input]
+        try:
+            return None if any(part is None for part in parts) else \
+                np.concatenate(parts, axis=attributes["axis"])
+        except ValueError:  # parts the axis cannot join: not known
+            return None
     if node.op_type not in ("Identity", "Unsqueeze", "Squeeze"):
         return None
-    data = _constant_value(onnx, node.input[0], producers, constants)
+    data = _constant_value(onnx, node.input[0], producers, known)
     if data is None or node.op_type == "Identity":
         return data
-    axes = _constant_value(onnx, node.input[1], producers, constants) \
+    axes = _constant_value(onnx, node.input[1], producers, known) \
         if len(node.input) == 2 else None
     if axes is None:
         return None
@@ -420,6 +433,12 @@ def _constant_value(onnx: Any, name: str, producers: dict[str, Any],
             else np.squeeze(data, axis=axes)
     except ValueError:  # axes the data cannot take (numpy's AxisError is one): not known
         return None
+
+
+def _arrays(onnx: Any, constants: dict[str, Any]) -> Callable[[str], np.ndarray | None]:
+    """name -> the array of the initializer ``constants`` holds by that name, or None."""
+    return lambda name: onnx.numpy_helper.to_array(constants[name]) if name in constants \
+        else None
 
 
 def _shifted_cont(onnx: Any, scan: Any, index: int, dtype: int, states: list[int]
@@ -943,40 +962,8 @@ def _remove_unread(graph: Any, product: Any) -> set[str]:
 
 def _constant_matrix(onnx: Any, name: str, producers: dict[str, Any],
                      weight: Callable[[str], np.ndarray | None]) -> np.ndarray | None:
-    """The 2-D value of ``name`` when the main graph computes it from weights and constants
-    through Transpose, Concat and Unsqueeze (the bias fold's [Wᵀ; b]); else None."""
-    value = _constant_array(onnx, name, producers, weight)
+    """The 2-D float32 value of ``name`` when the main graph computes it from weights and
+    constants (the bias fold's [Wᵀ; b]); else None."""
+    value = _constant_value(onnx, name, producers, weight)
     return value if value is not None and value.ndim == 2 and value.dtype == np.float32 \
         else None
-
-
-def _constant_array(onnx: Any, name: str, producers: dict[str, Any],
-                    weight: Callable[[str], np.ndarray | None]) -> np.ndarray | None:
-    """The value of ``name``: a weight, or a Constant, Transpose, Unsqueeze or Concat of
-    values known so (the inputs of any other node are not looked at)."""
-    array = weight(name)
-    node = producers.get(name)
-    if array is not None or node is None or node.domain:
-        return array
-    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-
-    def inputs() -> list[np.ndarray | None]:
-        return [_constant_array(onnx, each, producers, weight) for each in node.input]
-
-    if node.op_type == "Constant":
-        return onnx.numpy_helper.to_array(attributes["value"]) if "value" in attributes \
-            else None
-    if node.op_type == "Transpose":
-        (inner,) = inputs()
-        return inner.T if inner is not None and inner.ndim == 2 and \
-            list(attributes.get("perm", [1, 0])) == [1, 0] else None
-    if node.op_type == "Unsqueeze" and len(node.input) == 2:
-        inner, axes = inputs()
-        return None if inner is None or axes is None else \
-            np.expand_dims(inner, tuple(int(a) for a in axes.reshape(-1)))
-    if node.op_type == "Concat":
-        parts = inputs()
-        return None if any(part is None for part in parts) or \
-            len({part.ndim for part in parts}) != 1 else \
-            np.concatenate(parts, axis=attributes["axis"])
-    return None
