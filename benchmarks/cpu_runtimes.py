@@ -23,7 +23,13 @@ Runtimes, on the same seeded weights (``caffe-lstm weights init``) and input, in
 - **ort auto**: the same with ``lstm_op="auto"`` (here: ONNX's own LSTM for each layer);
 - **ort native**: onnxruntime on a model made by hand from the same blobs with ONNX's ``LSTM``
   operator (what a user would write instead of caffe-lstm's export);
-- **torch**: ``torch.nn.LSTM`` (float32, CPU, ``torch.no_grad``).
+- **torch**: ``torch.nn.LSTM`` (float32, CPU, ``torch.no_grad``);
+- **scan floor**: the ``ort scan`` model with each Scan's body cut to its recurrent product
+  (the step's product, h and c sliced from the gates, h copied out; ``product_only``): what
+  any Scan computing this recurrence pays per step before its gate arithmetic. Not the
+  layer's output, so compared with nothing; ``ort scan / scan floor`` is the cost of the
+  body's gate arithmetic, ``scan floor / ort native`` how far onnxruntime's Scan alone is
+  from its own LSTM operator.
 
 Each repeat runs every runtime once, in turn (so that all see the same machine), in an order
 shuffled per round, each after ``--pause`` seconds of idle time: a runtime's worker threads
@@ -47,7 +53,8 @@ better rate.
 
 Printed ratios (the targets of issue 25): ``numpy / hand numpy`` (≤ 1.3 on 2-layer),
 ``ort scan / ort native`` (≤ 1.5 on long, ≤ 1.1 on the others), ``ort scan / torch`` (≤ 1.2),
-``ort auto / ort native`` (≈ 1). ``--threads K`` gives onnxruntime (intra-op) and torch K
+``ort auto / ort native`` (≈ 1); and, for scale, ``scan floor / ort native`` and
+``ort scan / scan floor``. ``--threads K`` gives onnxruntime (intra-op) and torch K
 threads instead of their defaults (on a machine others load, one thread each compares the
 runtimes' own work). ``--quick`` uses tiny shapes: a smoke test of the script.
 
@@ -96,6 +103,7 @@ SHAPES = {"2-layer": (200, 16, 256, 512, 2), "long": (10_000, 1, 256, 256, 1),
 QUICK_SHAPES = {"2-layer": (8, 2, 6, 5, 2), "long": (50, 1, 4, 3, 1),
                 "one step": (1, 3, 6, 5, 2)}
 RUNTIMES = ("numpy", "hand numpy", "ort scan", "ort auto", "ort native", "torch")
+FLOOR = "scan floor"  # not the layer's output: compared with nothing
 
 
 def prototxt(T: int, N: int, I: int, H: int, layers: int) -> str:
@@ -176,14 +184,15 @@ def measure(folder: Path, name: str, dims: tuple[int, ...], repeats: int, thread
     print(f"{name} (T={T}, N={N}, I={I}, H={H}, {layers} layer(s)); best of {repeats}:")
     for runtime in runs:
         error = float(np.abs(outputs[runtime] - reference).max()) / scale
-        print(f"  {runtime:<11} {best[runtime] * 1e3:10.2f} ms   vs numpy {error:.1e}")
+        compared = "(the product alone)" if runtime == FLOOR else f"vs numpy {error:.1e}"
+        print(f"  {runtime:<11} {best[runtime] * 1e3:10.2f} ms   {compared}")
     rates, floor = roofline(T, N, I, H, layers)
     print(f"  roofline: on ({N}, {H}) x ({H}, {4 * H}) "
           + ", ".join(f"{form} at {rate:.1f}" for form, rate in rates.items())
           + f" GFLOP/s; all products at the better {floor * 1e3:.2f} ms")
     for top, bottom in (("numpy", "hand numpy"), ("ort scan", "ort native"),
                         ("ort scan", "torch"), ("ort auto", "ort native"),
-                        ("ort native", "torch")):
+                        ("ort native", "torch"), (FLOOR, "ort native"), ("ort scan", FLOOR)):
         print(f"{name}: {top} / {bottom} = {best[top] / best[bottom]:.3f}")
         print(f"{name}: {top} / {bottom}, median of the rounds' = "
               f"{paired_ratio(times[top][1:], times[bottom][1:]):.3f}")
@@ -228,6 +237,7 @@ def runners(net, blobs: list[list[np.ndarray]], x: np.ndarray, threads: int
         "ort auto": session(net.export_onnx(None, state="zero", lstm_op="auto").model),
         "ort native": session(native_model(x.shape, blobs)),
         "torch": torch_runner(x, blobs),
+        FLOOR: session(product_only(net.export_onnx(None, state="zero", lstm_op="scan").model)),
     }
 
 
@@ -287,6 +297,32 @@ def native_model(shape: tuple[int, ...], blobs: list[list[np.ndarray]]) -> bytes
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     return model.SerializeToString()
+
+
+def product_only(model: bytes) -> bytes:
+    """The exported model with each Scan's body cut to its recurrent product: the body's nodes
+    up to its first Gemm or MatMul (the gates), then h and c taken as the gates' first two
+    quarters and h copied out as the step's output. What any Scan computing this recurrence
+    pays per step before its gate arithmetic: the Scan's own iteration, one product, a Split
+    and a copy (the floor that ``ort scan`` is measured against)."""
+    import onnx
+    from onnx import helper
+
+    cut = onnx.load_from_string(model)
+    for scan in (node for node in cut.graph.node if node.op_type == "Scan"):
+        body = next(a.g for a in scan.attribute if a.name == "body")
+        products = [k for k, node in enumerate(body.node) if node.op_type in ("Gemm", "MatMul")]
+        kept = list(body.node[:products[0] + 1])
+        h, c, step = (value.name for value in body.output)  # states h, c; the step's output
+        gates = kept[-1].output[0]
+        kept += [helper.make_node("Split", [gates], [h, c, f"{gates}/2", f"{gates}/3"], axis=-1),
+                 helper.make_node("Identity", [h], [step])]
+        read = {name for node in kept for name in node.input}
+        initializers = [each for each in body.initializer if each.name in read]
+        del body.node[:], body.initializer[:]
+        body.node.extend(kept)
+        body.initializer.extend(initializers)
+    return cut.SerializeToString()
 
 
 def torch_runner(x: np.ndarray, blobs: list[list[np.ndarray]]) -> Callable:

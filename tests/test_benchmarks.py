@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.helpers import ROOT
@@ -35,6 +37,8 @@ EXPECTED = {
         rf"^one step: ort scan / torch = {RATIO}",
         rf"^long: ort auto / ort native = {RATIO}",
         rf"^2-layer: ort scan / torch, median of the rounds' = {RATIO}",
+        rf"^long: scan floor / ort native = {RATIO}",
+        rf"^long: ort scan / scan floor = {RATIO}",
     ],
     "build_vs_onnx_parser.py": [
         rf"^build time caffe-lstm / onnx parser = {RATIO}",
@@ -119,3 +123,37 @@ def test_whole_process_against_real_caffe():
     assert ratio and float(ratio.group(1)) > 0, result.stdout
     agreement = re.search(r"per \(t, n\) vs caffe-lstm (\S+)$", result.stdout, re.MULTILINE)
     assert agreement and float(agreement.group(1)) < 1e-4, result.stdout
+
+
+def test_the_scan_floor_is_the_exported_scan_cut_to_its_product(tmp_path):
+    """``scan floor`` runs the exported Scan with its body cut to the recurrent product: with
+    h the gates' first quarter, h_t = (x_t W_xcᵀ + b_c + h_{t-1} W_hcᵀ)[:, :H], worked out
+    here from the caffemodel's blobs."""
+    pytest.importorskip("onnxruntime")
+    import onnx
+    import onnxruntime
+
+    import caffe_lstm
+
+    spec = importlib.util.spec_from_file_location("cpu_runtimes",
+                                                  ROOT / "benchmarks" / "cpu_runtimes.py")
+    runtimes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runtimes)
+    T, N, I, H, layers = runtimes.QUICK_SHAPES["long"]
+    (tmp_path / "n.prototxt").write_text(runtimes.prototxt(T, N, I, H, layers))
+    caffe_lstm.load(tmp_path / "n.prototxt").write_synthetic_weights(tmp_path / "n.caffemodel",
+                                                                     seed=0)
+    net = caffe_lstm.load(tmp_path / "n.prototxt", tmp_path / "n.caffemodel")
+    model = runtimes.product_only(net.export_onnx(None, state="zero", lstm_op="scan").model)
+
+    scan = next(n for n in onnx.load_from_string(model).graph.node if n.op_type == "Scan")
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    assert [node.op_type for node in body.node] == ["Gemm", "Split", "Identity"]
+    x = np.random.default_rng(3).normal(size=(T, N, I)).astype(np.float32)
+    y = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    w_xc, b_c, w_hc = (np.array(blob.data) for blob in net.graph.node("lstm1").weights)
+    h = np.zeros((N, H), np.float32)
+    for t in range(T):
+        h = (x[t] @ w_xc.T + b_c + h @ w_hc.T)[:, :H]
+        np.testing.assert_allclose(y[t], h, rtol=1e-5, atol=1e-6)
