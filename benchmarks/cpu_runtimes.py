@@ -102,7 +102,6 @@ SHAPES = {"2-layer": (200, 16, 256, 512, 2), "long": (10_000, 1, 256, 256, 1),
           "one step": (1, 64, 256, 512, 2)}
 QUICK_SHAPES = {"2-layer": (8, 2, 6, 5, 2), "long": (50, 1, 4, 3, 1),
                 "one step": (1, 3, 6, 5, 2)}
-RUNTIMES = ("numpy", "hand numpy", "ort scan", "ort auto", "ort native", "torch")
 FLOOR = "scan floor"  # not the layer's output: compared with nothing
 
 
