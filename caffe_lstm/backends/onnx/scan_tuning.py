@@ -129,15 +129,27 @@ def _projection_sum(name: str, producers: dict[str, Any], readers: dict[str, lis
                     outputs: set[str]) -> Any:
     """The Add a Scan's scanned input comes from through axis-only nodes (Unsqueeze,
     Squeeze, Identity) that nothing else reads, or None."""
-    node = producers.get(name)
-    while node is not None and not node.domain and \
-            node.op_type in ("Unsqueeze", "Squeeze", "Identity"):
-        if len(readers.get(node.input[0], [])) != 1 or node.input[0] in outputs:
-            return None
-        node = producers.get(node.input[0])
+    found = _through_axis_nodes(name, ("Unsqueeze", "Squeeze", "Identity"), producers, readers,
+                                outputs)
+    node = found[1] if found is not None else None
     if node is None or node.op_type != "Add" or node.domain or len(set(node.input)) != 2:
         return None
     return node
+
+
+def _through_axis_nodes(name: str, axis_ops: Sequence[str], producers: dict[str, Any],
+                        readers: dict[str, list[Any]], outputs: set[str]
+                        ) -> tuple[list[Any], Any] | None:
+    """The nodes of ``axis_ops`` that ``name`` comes from (in the order they run) and the node
+    before them (None: a graph input or initializer); None when a value between them is read
+    by anything else or is a graph output."""
+    chain, node = [], producers.get(name)
+    while node is not None and not node.domain and node.op_type in axis_ops:
+        if len(readers.get(node.input[0], [])) != 1 or node.input[0] in outputs:
+            return None
+        chain.insert(0, node)
+        node = producers.get(node.input[0])
+    return chain, node
 
 
 def _weighted_product(add: Any, producers: dict[str, Any], readers: dict[str, list[Any]],
@@ -889,16 +901,14 @@ def _step_product(onnx: Any, scan: Any, body: Any, index: int, producers: dict[s
     (through Squeeze / Unsqueeze nodes that only it reads), those nodes, B, and the body's
     Gemm(h, U, x_t) that alone reads the slice; None when anything differs or it would not
     pay (see ``inputs_into_steps``)."""
-    chain, name = [], scan.input[index]
-    node = producers.get(name)
-    while node is not None and not node.domain and node.op_type in ("Squeeze", "Unsqueeze") \
-            and len(readers.get(name, [])) == 1 and name not in outputs:
-        chain.insert(0, node)
-        name = node.input[0]
-        node = producers.get(name)
-    if node is None or node.op_type != "MatMul" or node.domain or name in outputs or \
-            len(readers.get(name, [])) != 1:
+    name = scan.input[index]  # renamed with the chain's nodes: read by the Scan alone
+    found = _through_axis_nodes(name, ("Squeeze", "Unsqueeze"), producers, readers, outputs)
+    if found is None or len(readers.get(name, [])) != 1 or name in outputs:
         return None
+    chain, node = found
+    if node is None or node.op_type != "MatMul" or node.domain:
+        return None
+    name = node.output[0]
     step = body.input[index].name
     users = [n for n in body.node if step in n.input]
     gemm = users[0] if len(users) == 1 else None
